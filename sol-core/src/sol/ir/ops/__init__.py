@@ -1,0 +1,1 @@
+"""Built-in ops; importing this package registers them all."""

@@ -1,0 +1,157 @@
+"""Typed records exchanged between sol-core and its plugins.
+
+Plugins return these from their hooks (see `sol.hookspecs`). They are the
+whole contract: a plugin never calls anything private of sol-core.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """One device instance, e.g. ``x86:0``.
+
+    ``properties`` holds backend-specific facts (cores, ISA, memory, compute
+    capability, ...) as plain JSON-serialisable values.
+    """
+
+    type: str
+    index: int
+    name: str
+    backend: str
+    properties: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.type}:{self.index}"
+
+    def __str__(self) -> str:
+        return self.id
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "index": self.index,
+            "name": self.name,
+            "backend": self.backend,
+            "properties": dict(self.properties),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Device:
+        return cls(
+            type=str(data["type"]),
+            index=int(data["index"]),
+            name=str(data["name"]),
+            backend=str(data["backend"]),
+            properties=dict(data.get("properties", {})),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeResult:
+    """What a backend found when it looked for its devices.
+
+    ``reason`` explains an empty ``devices`` list (e.g. "no /dev/veslot*").
+    """
+
+    devices: tuple[Device, ...] = ()
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"devices": [d.to_dict() for d in self.devices], "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProbeResult:
+        return cls(
+            devices=tuple(Device.from_dict(d) for d in data.get("devices", [])),
+            reason=str(data.get("reason", "")),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigKey:
+    """One declared setting: ``sol.config["component::key"]``."""
+
+    name: str
+    type: type | tuple[type, ...]
+    default: Any
+    doc: str
+    choices: tuple[Any, ...] | None = None
+
+    @property
+    def component(self) -> str:
+        """The part before ``::``; un-namespaced keys (e.g. "autotuning") belong to the core."""
+        return self.name.split("::", 1)[0] if "::" in self.name else "core"
+
+
+class Backend:
+    """A device type and the toolchain that targets it.
+
+    A backend package subclasses this and returns an instance from its
+    ``sol_backends`` hook implementation. Only ``name``, ``description`` and
+    ``probe`` are required; the rest have working defaults.
+
+    ``probe_timeout``: when not None, sol-core runs ``probe`` in a separate
+    process killed after that many seconds, so a hanging or crashing driver
+    (CUDA, VE) cannot take the user's process down with it. The subclass must
+    then be importable by its module path and constructible without arguments.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    probe_timeout: ClassVar[float | None] = None
+
+    def probe(self) -> ProbeResult:
+        """Look for devices of this type; never raise for "none found"."""
+        raise NotImplementedError
+
+    def versions(self) -> Mapping[str, str]:
+        """Versions of the toolchains and libraries this backend uses."""
+        return {}
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} backend {self.name!r}>"
+
+
+class Frontend:
+    """A framework integration (PyTorch, ONNX).
+
+    ``accepts(model)`` tells whether this frontend handles a model object, so
+    ``sol.optimize`` can pick the frontend without the user naming it.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    #: the import name users know, e.g. "pytorch" for ``import sol.pytorch``
+    alias: ClassVar[str] = ""
+
+    def accepts(self, model: Any) -> bool:
+        raise NotImplementedError
+
+    def versions(self) -> Mapping[str, str]:
+        return {}
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} frontend {self.name!r}>"
+
+
+@dataclasses.dataclass
+class PluginInfo:
+    """One discovered plugin, as ``sol.plugins()`` reports it."""
+
+    name: str
+    kind: str  # "backend" | "frontend"
+    distribution: str
+    version: str
+    status: str  # "ok" | "error" | "disabled"
+    error: str = ""
+    hooks: tuple[str, ...] = ()
+    module: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"hooks": list(self.hooks)}

@@ -1,0 +1,1 @@
+"""pytest plugin of sol.testing (fixtures)."""
