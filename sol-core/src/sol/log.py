@@ -36,10 +36,22 @@ class _SolFormatter(logging.Formatter):
 _WALL_START = time.time() - (time.monotonic() - _START)
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is *now* (pytest, notebooks and IDEs swap it)."""
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
 def _install_handler() -> logging.Logger:
     root = logging.getLogger(ROOT)
     if not any(getattr(h, "_sol_handler", False) for h in root.handlers):
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _StderrHandler()
         handler.setFormatter(_SolFormatter())
         handler._sol_handler = True  # type: ignore[attr-defined]
         root.addHandler(handler)

@@ -286,9 +286,9 @@ def set_registry(new: PluginRegistry | None) -> PluginRegistry | None:
     """Swap the process-wide registry (None: rediscover on next use). Returns the old one."""
     global _REGISTRY
     old, _REGISTRY = _REGISTRY, new
-    from . import devices  # the device cache belongs to the registry
+    from .devices import forget  # the device cache belongs to the registry
 
-    devices.forget()
+    forget()
     return old
 
 

@@ -133,6 +133,14 @@ class Frontend:
     def accepts(self, model: Any) -> bool:
         raise NotImplementedError
 
+    def parse(self, model: Any, inputs: tuple[Any, ...], batch_size: int | None = None) -> Any:
+        """Extract ``model`` into a `sol.ir.Graph` given example inputs / `sol.input` specs."""
+        raise NotImplementedError
+
+    def wrap(self, model: Any, compiled: Any) -> Any:
+        """Return a framework-native model that runs ``compiled`` (a `sol.runtime` CompiledModel)."""
+        raise NotImplementedError
+
     def versions(self) -> Mapping[str, str]:
         return {}
 

@@ -1,0 +1,101 @@
+"""SOL's task runner.
+
+    nox -s tests          every package's tests in one environment (what CI runs)
+    nox -s tests-sol-core one package alone, in an environment holding only it and
+                          what it declares (a missing dependency declaration fails)
+    nox -s demo           optimize a real model and show the speed-up
+    nox -s bench          side-by-side benchmarks against the peers (benchmarks/)
+    nox -s docs           build the documentation site strictly
+    nox -s lint           ruff
+
+Extra arguments after ``--`` go to pytest, e.g. ``nox -s tests -- -m slow``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+nox.options.sessions = ["tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+# In-repo packages and the in-repo packages each one depends on (their PyPI
+# dependencies come from their own pyproject.toml).
+PACKAGES: dict[str, list[str]] = {
+    "sol-core": [],
+    "sol-backend-x86": ["sol-core"],
+    "sol-backend-arm64": ["sol-core", "sol-backend-x86"],
+    "sol-backend-cuda": ["sol-core"],
+    "sol-backend-ve": ["sol-core"],
+    "sol-frontend-torch": ["sol-core"],
+    "sol-frontend-onnx": ["sol-core"],
+}
+# The CPU build of torch lies on disk here; naming the version keeps pip from
+# fetching a CUDA build with several GB of dependencies.
+TORCH = "torch==2.13.0"
+# pytest exits 5 when it collected no tests; a package without tests yet is not a failure.
+PYTEST_OK = [0, 5]
+
+
+def _install(session: nox.Session, packages: list[str], extras: str = "test") -> None:
+    """Install in-repo packages (with extras) from their source directories in one resolve."""
+    specs = [f"./{p}[{extras}]" if extras else f"./{p}" for p in packages]
+    needs_torch = any(p == "sol-frontend-torch" for p in packages)
+    session.install(*([TORCH] if needs_torch else []), *specs)
+
+
+def _existing(packages: list[str]) -> list[str]:
+    return [p for p in packages if (ROOT / p / "pyproject.toml").exists()]
+
+
+@nox.session(name="tests")
+def tests(session: nox.Session) -> None:
+    """All packages' tests in one environment; the slow set is deselected unless asked for."""
+    packages = _existing(list(PACKAGES))
+    _install(session, packages)
+    args = session.posargs or ["-m", "not slow"]
+    session.run("pytest", "-q", *args, *[f"{p}/tests" for p in packages], success_codes=PYTEST_OK)
+
+
+for _package, _deps in PACKAGES.items():
+
+    def _package_session(session: nox.Session, package: str = _package, deps: list[str] = _deps) -> None:
+        if not (ROOT / package / "pyproject.toml").exists():
+            session.skip(f"{package} does not exist in this checkout")
+        # only the package (plus the in-repo packages it declares); test extras only for itself
+        session.install(*([TORCH] if package == "sol-frontend-torch" else []),
+                        *[f"./{d}" for d in deps], f"./{package}[test]")
+        args = session.posargs or ["-m", "not slow"]
+        session.run("pytest", "-q", *args, f"{package}/tests", success_codes=PYTEST_OK)
+
+    nox.session(name=f"tests-{_package}")(_package_session)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """Optimize a real model with SOL and print the speed-up over PyTorch."""
+    _install(session, _existing(["sol-core", "sol-backend-x86", "sol-frontend-torch"]))
+    session.run("python", "benchmarks/demo.py", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Side-by-side benchmarks against the peers; arguments pick models, batch sizes, threads."""
+    _install(session, _existing(["sol-core", "sol-backend-x86", "sol-frontend-torch", "sol-frontend-onnx"]))
+    session.run("python", "benchmarks/bench.py", *session.posargs)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site; warnings fail the build."""
+    session.install("mkdocs>=1.6")
+    _install(session, _existing(list(PACKAGES)), extras="")
+    session.run("mkdocs", "build", "--strict", "--site-dir", "build/site")
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", ".")
