@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 import sol
 from sol import cache
 from sol.errors import SolCacheError
@@ -366,6 +365,20 @@ def test_disabled_cache_temp_dirs_removed_at_exit(tmp_path: Path) -> None:
 # -- crashed processes and concurrency -------------------------------------------------
 
 
+def hold_lock(lock_file: Path) -> subprocess.Popen[str]:
+    """A child process holding ``lock_file`` (as another SOL process building that key would)."""
+    script = (
+        "import filelock, time\n"
+        f"lock = filelock.FileLock({str(lock_file)!r})\n"  # keep a reference: a dropped FileLock releases
+        "lock.acquire()\n"
+        "print('locked', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    return holder
+
+
 def test_stale_temp_dirs_and_lock_files_are_harmless(cache_dir: Path) -> None:
     layout = cache_dir / "v1"
     for sub in ("tmp", "locks"):
@@ -379,19 +392,7 @@ def test_stale_temp_dirs_and_lock_files_are_harmless(cache_dir: Path) -> None:
     (layout / "locks" / f"{KEY}.lock").write_text("left by a crashed process")
 
     # A process that dies (SIGKILL) while holding the lock.
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import filelock, sys, time\n"
-            f"filelock.FileLock({str(layout / 'locks' / (KEY + '.lock'))!r}).acquire()\n"
-            "print('locked', flush=True)\n"
-            "time.sleep(60)\n",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    holder = hold_lock(layout / "locks" / f"{KEY}.lock")
     holder.kill()
     holder.wait()
 
@@ -411,18 +412,8 @@ def test_clear_removes_leftovers_but_skips_keys_being_built(cache_dir: Path, tmp
 
     # Another process holds the lock of OTHER (it is building it).
     lock_file = cache_dir / "v1" / "locks" / f"{OTHER}.lock"
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            f"import filelock, time\nfilelock.FileLock({str(lock_file)!r}).acquire()\nprint('locked', flush=True)\n"
-            "time.sleep(60)\n",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    holder = hold_lock(lock_file)
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         assert cache.clear() == 1
     finally:
         holder.kill()

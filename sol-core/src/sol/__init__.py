@@ -21,6 +21,18 @@ from .seeds import seed, seeds, set_seed
 from .versions import versions
 
 
+def optimize(model, *inputs, batch_size: int | None = None, device=None):
+    """Optimize ``model`` for the given example inputs (tensors, scalars or `sol.input` specs).
+
+    Returns a framework-native model (e.g. a ``torch.nn.Module``) that holds the
+    original parameters and runs SOL's compiled code. ``batch_size`` guides
+    heuristics when the batch dimension is a wildcard (``sol.input([0, ...])``).
+    """
+    from .compiler import optimize as _optimize
+
+    return _optimize(model, *inputs, batch_size=batch_size, device=device)
+
+
 def _plugin_config_keys():
     from .plugins import registry
 
@@ -39,6 +51,7 @@ __all__ = [
     "hookimpl",
     "input",
     "log",
+    "optimize",
     "plugins",
     "seed",
     "seeds",

@@ -200,8 +200,14 @@ def store(key: str, src_dir: str | os.PathLike[str], metadata: Mapping[str, Any]
         raise NotADirectoryError(f"sol.cache.store({key!r}, ...): {src} is not a directory")
     if not _enabled():
         work = _process_temp_dir(key)
-        shutil.copytree(src, work, dirs_exist_ok=True)
-        return _finish(work, key, metadata)
+        try:
+            shutil.copytree(src, work, dirs_exist_ok=True)
+            entry = _finish(work, key, metadata)
+        except BaseException:
+            _remove(work)
+            raise
+        atexit.register(_remove, work)
+        return entry
     layout = _layout_dir(create=True)
     assert layout is not None
     with _lock(layout, key):
@@ -229,8 +235,10 @@ def get_or_build(key: str, build: Callable[[Path], Mapping[str, Any] | None]) ->
     _check_key(key)
     if not _enabled():
         work = _process_temp_dir(key)
-        metadata = _run_build(build, work, key)
-        return _finish(work, key, metadata)
+        metadata = _run_build(build, work, key)  # on failure, work is kept for inspection
+        entry = _finish(work, key, metadata)
+        atexit.register(_remove, work)  # the caller may dlopen its files until the process ends
+        return entry
     hit = lookup(key)
     if hit is not None:
         return hit
@@ -515,10 +523,8 @@ def _remove_leftovers(layout: Path, key: str) -> None:
 
 
 def _process_temp_dir(key: str) -> Path:
-    """A temp dir outside the cache that lives until this process exits (cache disabled)."""
-    directory = Path(tempfile.mkdtemp(prefix=f"sol-{key[:16]}-"))
-    atexit.register(shutil.rmtree, directory, True)
-    return directory
+    """A private temp dir outside the cache (cache disabled); callers register its removal at exit."""
+    return Path(tempfile.mkdtemp(prefix=f"sol-{key[:16]}-"))
 
 
 # One FileLock per lock file in this process: FileLock is re-entrant per object

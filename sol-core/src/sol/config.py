@@ -107,6 +107,16 @@ class Config(MutableMapping[str, Any]):
     def doc(self, name: str) -> str:
         return self._lookup(name).doc
 
+    def forget_plugin_keys(self) -> None:
+        """Drop plugin-declared keys and their values; they are re-read on next use.
+
+        Called when the plugin registry is replaced (tests, plugin installs).
+        """
+        core = {k.name for k in CORE_KEYS}
+        self._schema = {n: k for n, k in self._schema.items() if n in core}
+        self._values = {n: v for n, v in self._values.items() if n in core}
+        self._provided = self._provider is None
+
     def reset(self) -> None:
         """Every key back to its default."""
         for name in list(self._values):

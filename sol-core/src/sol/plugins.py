@@ -286,9 +286,12 @@ def set_registry(new: PluginRegistry | None) -> PluginRegistry | None:
     """Swap the process-wide registry (None: rediscover on next use). Returns the old one."""
     global _REGISTRY
     old, _REGISTRY = _REGISTRY, new
-    from .devices import forget  # the device cache belongs to the registry
+    import sol  # the device cache and plugin config keys belong to the registry
+
+    from .devices import forget
 
     forget()
+    sol.config.forget_plugin_keys()
     return old
 
 
