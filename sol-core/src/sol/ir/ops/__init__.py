@@ -1,1 +1,11 @@
-"""Built-in ops; importing this package registers them all."""
+"""Built-in ops; importing this package registers them all.
+
+Files by family: conv (DNN library calls), elementwise, pooling,
+normalization, reduction, shape, attention, misc. Helpers shared by shape
+rules live in `_shapes`.
+"""
+
+from . import attention, conv, elementwise, misc, normalization, pooling, reduction, shape
+from .elementwise import IDENTITY_OPS
+
+__all__ = ["IDENTITY_OPS", "attention", "conv", "elementwise", "misc", "normalization", "pooling", "reduction", "shape"]

@@ -1,0 +1,5 @@
+from sol.testing import BackendConformance
+
+
+class TestArm64Conformance(BackendConformance):
+    backend_name = "arm64"

@@ -1,0 +1,36 @@
+"""The cuda backend record."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sol.records import Backend, ProbeResult
+
+from .driver import CudaDriver, CudaError
+from .probe import probe_driver
+from .toolkit import configured_nvcc, find_nvcc, nvcc_version
+
+
+class CudaBackend(Backend):
+    name = "cuda"
+    description = "NVIDIA GPUs (CUDA driver API, nvcc)"
+    # cuInit can hang on a wedged GPU or crash on a broken driver install:
+    # sol-core runs probe() in a child process and gives up after this long.
+    probe_timeout = 10.0
+
+    def probe(self) -> ProbeResult:
+        return probe_driver(CudaDriver.load())
+
+    def versions(self) -> Mapping[str, str]:
+        return {"nvcc": nvcc_version(find_nvcc(configured_nvcc())), "driver": _driver_version()}
+
+
+def _driver_version() -> str:
+    # cuDriverGetVersion needs no cuInit, so asking it in the user's process is safe.
+    driver = CudaDriver.load()
+    if driver is None:
+        return "not installed (libcuda.so.1 not found)"
+    try:
+        return driver.driver_version()
+    except CudaError as exc:
+        return f"error: {exc}"

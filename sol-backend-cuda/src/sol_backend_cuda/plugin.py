@@ -1,0 +1,19 @@
+"""Entry point ``sol.backends: cuda``: the hook implementations SOL loads."""
+
+from __future__ import annotations
+
+import sol
+from sol.records import ConfigKey
+
+from .backend import CudaBackend
+from .toolkit import NVCC_KEY
+
+
+@sol.hookimpl
+def sol_backends() -> list[CudaBackend]:
+    return [CudaBackend()]
+
+
+@sol.hookimpl
+def sol_config_keys() -> list[ConfigKey]:
+    return [NVCC_KEY]

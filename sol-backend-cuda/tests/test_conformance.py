@@ -1,0 +1,5 @@
+from sol.testing import BackendConformance
+
+
+class TestCudaConformance(BackendConformance):
+    backend_name = "cuda"

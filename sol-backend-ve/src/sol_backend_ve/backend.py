@@ -1,0 +1,57 @@
+"""The ve backend: SX-Aurora Vector Engines as SOL devices, and their toolchain."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from sol.records import Backend, Device, ProbeResult
+
+from .product import product_name
+from .slots import VISIBLE_ENV, Slot, dev_root, find_slots, sysfs_root, visible_slots
+from .sysfs import properties_from, read_attributes
+from .toolchain import compiler_version, configured_cxx, find_cxx
+
+NO_VE = "no /dev/veslot* device files (no SX-Aurora VE in this machine, or the VE driver is not loaded)"
+
+
+def probe_ve(dev: Path, sysfs: Path, visible: str | None) -> ProbeResult:
+    """The VEs under ``dev``/``sysfs`` that ``visible`` (VEDA_VISIBLE_DEVICES) selects.
+
+    ``ve:N`` is the N-th selected VE; its slot number is the ``slot`` property.
+    """
+    slots = find_slots(dev)
+    if not slots:
+        return ProbeResult(reason=NO_VE)
+    chosen = visible_slots(slots, visible)
+    if not chosen:
+        present = ", ".join(str(s.slot) for s in slots)
+        return ProbeResult(reason=f"{VISIBLE_ENV}={visible!r} selects none of this machine's VEs (slots {present})")
+    return ProbeResult(devices=tuple(_device(index, slot, sysfs) for index, slot in enumerate(chosen)))
+
+
+def _device(index: int, slot: Slot, sysfs: Path) -> Device:
+    properties = {"slot": slot.slot, "sysfs_node": f"ve{slot.node}"}
+    properties.update(properties_from(read_attributes(sysfs / f"ve{slot.node}")))
+    return Device("ve", index, product_name(properties), "ve", properties)
+
+
+class VeBackend(Backend):
+    name = "ve"
+    description = "NEC SX-Aurora TSUBASA Vector Engines (nc++)"
+    # sysfs reads of a VE in a bad state can block; sol-core probes in a
+    # child process and gives up after this long.
+    probe_timeout = 10.0
+
+    def probe(self) -> ProbeResult:
+        return probe_ve(dev_root(), sysfs_root(), os.environ.get(VISIBLE_ENV))
+
+    def versions(self) -> Mapping[str, str]:
+        cxx = configured_cxx()
+        return {
+            Path(cxx).name: compiler_version(find_cxx(cxx)),
+            # upstream LLVM's VE target, an alternative to nc++ for generated code
+            "clang-14": compiler_version(shutil.which("clang-14")),
+        }

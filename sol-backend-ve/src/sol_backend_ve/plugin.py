@@ -1,0 +1,19 @@
+"""Entry point ``sol.backends: ve``: the hook implementations SOL loads."""
+
+from __future__ import annotations
+
+import sol
+from sol.records import ConfigKey
+
+from .backend import VeBackend
+from .toolchain import CXX_KEY
+
+
+@sol.hookimpl
+def sol_backends() -> list[VeBackend]:
+    return [VeBackend()]
+
+
+@sol.hookimpl
+def sol_config_keys() -> list[ConfigKey]:
+    return [CXX_KEY]

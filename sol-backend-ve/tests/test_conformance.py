@@ -1,0 +1,5 @@
+from sol.testing import BackendConformance
+
+
+class TestVeConformance(BackendConformance):
+    backend_name = "ve"

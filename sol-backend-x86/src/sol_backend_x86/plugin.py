@@ -1,0 +1,19 @@
+"""Entry point ``sol.backends: x86``: the hook implementations SOL loads."""
+
+from __future__ import annotations
+
+import sol
+from sol.records import ConfigKey
+
+from .backend import X86Backend
+from .onednn import LIBRARY_KEY
+
+
+@sol.hookimpl
+def sol_backends() -> list[X86Backend]:
+    return [X86Backend()]
+
+
+@sol.hookimpl
+def sol_config_keys() -> list[ConfigKey]:
+    return [LIBRARY_KEY]

@@ -1,0 +1,100 @@
+"""The backend "flavour": the only part of code generation a backend supplies.
+
+The loop-nest model and the templates are shared; a flavour says how loops
+map onto the device (threads, SIMD lanes), which math functions exist (every
+generated call is ``sol_<flavour>_<fn>(...)``, defined by the flavour's
+prelude), and how the source is compiled.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from pathlib import Path
+
+from .nest import Block, Loop, Node
+
+#: The math functions generated code may call as ``sol_<flavour>_<fn>``; a prelude defines them all.
+MATH_FUNCTIONS = (
+    "exp", "expm1", "log", "log1p", "sqrt", "tanh", "erf", "abs", "pow", "floor", "ceil", "trunc", "fmod",
+    "isnan",
+)
+
+
+class Flavour(abc.ABC):
+    """How one device type runs the loop-nest model."""
+
+    #: prefix of the math macros (``sol_<name>_exp``) and part of the cache key
+    name: str = ""
+    #: file name suffixes of the source and the built artifact
+    source_suffix = ".cpp"
+    library_suffix = ".so"
+
+    def math(self, fn: str) -> str:
+        """The macro name generated code calls for a math function."""
+        if fn not in MATH_FUNCTIONS:
+            raise KeyError(f"math function {fn!r} is not part of the flavour interface")
+        return f"sol_{self.name}_{fn}"
+
+    @abc.abstractmethod
+    def prelude(self) -> str:
+        """Source text placed before the generated code (includes, math macros, helpers)."""
+
+    @abc.abstractmethod
+    def parallel_pragma(self, collapse: int, simd: bool) -> str:
+        """The annotation of the outermost parallel loop (spanning ``collapse`` perfectly nested loops)."""
+
+    @abc.abstractmethod
+    def vector_pragma(self, reduction: tuple[str, str] | None) -> str:
+        """The annotation of an innermost vectorisable loop (with an optional scalar reduction)."""
+
+    @abc.abstractmethod
+    def compile_command(self, source: Path, library: Path) -> list[str]:
+        """argv that builds ``source`` into the shared library ``library``."""
+
+    @abc.abstractmethod
+    def toolchain_id(self) -> str:
+        """Everything about the toolchain that changes the artifact (compiler, version, flags), for the cache key."""
+
+    def exported(self) -> str:
+        """The declaration prefix of an exported entry point."""
+        return 'extern "C" __attribute__((visibility("default")))'
+
+    # -- mapping the loop-nest model --------------------------------------
+    def annotate(self, nodes: Sequence[Node]) -> None:
+        """Fill in ``Loop.pragma``: threads on the outermost parallel loops, SIMD on innermost vector loops."""
+        self._annotate(nodes, inside_parallel=False)
+
+    def _annotate(self, nodes: Sequence[Node], inside_parallel: bool) -> None:
+        for n in nodes:
+            if isinstance(n, Block):
+                self._annotate(n.body, inside_parallel)
+            elif isinstance(n, Loop):
+                vector_here = n.vector and not _has_vector_loop(n.body)
+                if n.parallel and not inside_parallel:
+                    collapse, innermost = _collapsible(n)
+                    n.pragma = self.parallel_pragma(collapse, innermost.vector and not _has_vector_loop(innermost.body)
+                                                    and collapse == 1)
+                    self._annotate(n.body, inside_parallel=True)
+                else:
+                    n.pragma = self.vector_pragma(n.reduction) if vector_here else ""
+                    self._annotate(n.body, inside_parallel)
+
+
+def _collapsible(loop: Loop) -> tuple[int, Loop]:
+    """How many perfectly nested parallel loops start at ``loop`` (OpenMP's collapse)."""
+    depth, current = 1, loop
+    while len(current.body) == 1 and isinstance(current.body[0], Loop) and current.body[0].parallel \
+            and current.body[0].start == "0" and current.body[0].step == "1" and not current.body[0].vector:
+        current = current.body[0]
+        depth += 1
+    return depth, current
+
+
+def _has_vector_loop(nodes: Sequence[Node]) -> bool:
+    for n in nodes:
+        if isinstance(n, Loop) and (n.vector or _has_vector_loop(n.body)):
+            return True
+        if isinstance(n, Block) and _has_vector_loop(n.body):
+            return True
+    return False

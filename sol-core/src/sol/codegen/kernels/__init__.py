@@ -1,0 +1,28 @@
+"""Kernel emitters per op; importing this package registers them all."""
+
+from __future__ import annotations
+
+from ...ir import Layer
+from ..nest import Node
+from . import attention, dense, elementwise, movement, pool, reduce  # noqa: F401  (register kernels)
+from .base import EXPRESSIONS, KERNELS, KernelContext
+from .elementwise import elementwise_kernel, elementwise_operands
+
+
+def emit_layer(layer: Layer, kc: KernelContext) -> list[Node]:
+    """The loop nest of one anchor layer, ending in Emit nodes."""
+    fn = KERNELS.get(layer.op)
+    if fn is not None:
+        return fn(layer, kc)
+    if layer.op in EXPRESSIONS:
+        return elementwise_kernel(layer, kc)
+    from ...errors import SolUnsupportedError
+
+    raise SolUnsupportedError(f"layer {layer.name!r}: op {layer.op!r} has no generated implementation yet")
+
+
+def supported_ops() -> set[str]:
+    return set(KERNELS) | set(EXPRESSIONS)
+
+
+__all__ = ["EXPRESSIONS", "KERNELS", "KernelContext", "elementwise_operands", "emit_layer", "supported_ops"]

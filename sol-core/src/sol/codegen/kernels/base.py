@@ -1,0 +1,96 @@
+"""What a kernel emitter sees: the layer, pointers to materialised tensors, the flavour.
+
+A *kernel* turns one layer into loop-nest nodes that end in `Emit` (one
+output element computed); an *expression* turns an elementwise layer into a
+C expression of its operands, so it can be fused into any kernel's epilogue.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+
+from ...errors import SolUnsupportedError
+from ...ir import Layer, Size, Tensor
+from .. import cexpr
+from ..flavour import Flavour
+from ..nest import Node
+
+
+class KernelContext:
+    """Names of materialised tensors in the generated function, and small helpers."""
+
+    def __init__(self, flavour: Flavour, pointers: dict[int, str]) -> None:
+        self.flavour = flavour
+        self._pointers = pointers
+        self._counter = itertools.count()
+
+    def ptr(self, tensor: Tensor) -> str:
+        try:
+            return self._pointers[id(tensor)]
+        except KeyError:
+            raise AssertionError(f"tensor {tensor.name} is not materialised") from None
+
+    def load(self, tensor: Tensor, index: Sequence[str]) -> str:
+        """``tensor[index]`` for a full multi-index of ``tensor``."""
+        return f"{self.ptr(tensor)}[{cexpr.linear(index, tensor.shape)}]"
+
+    def load_broadcast(self, tensor: Tensor, index: Sequence[str], out_shape: Sequence[Size]) -> str:
+        """``tensor`` read at an output multi-index under numpy broadcasting."""
+        return self.load(tensor, cexpr.broadcast_index(index, out_shape, tensor.shape))
+
+    def math(self, fn: str) -> str:
+        return self.flavour.math(fn)
+
+    def fresh(self, prefix: str) -> str:
+        return f"{prefix}{next(self._counter)}"
+
+
+KernelFn = Callable[[Layer, KernelContext], list[Node]]
+#: (layer, operand expressions, the output multi-index, context) -> C expression of the result
+ExpressionFn = Callable[[Layer, list[str], tuple[str, ...], KernelContext], str]
+
+KERNELS: dict[str, KernelFn] = {}
+EXPRESSIONS: dict[str, ExpressionFn] = {}
+
+
+def kernel(*names: str) -> Callable[[KernelFn], KernelFn]:
+    def register(fn: KernelFn) -> KernelFn:
+        for name in names:
+            KERNELS[name] = fn
+        return fn
+
+    return register
+
+
+def expression(*names: str) -> Callable[[ExpressionFn], ExpressionFn]:
+    def register(fn: ExpressionFn) -> ExpressionFn:
+        for name in names:
+            EXPRESSIONS[name] = fn
+        return fn
+
+    return register
+
+
+def optional_input(layer: Layer, index: int) -> Tensor | None:
+    return layer.inputs[index] if len(layer.inputs) > index else None
+
+
+def ctype_of(tensor: Tensor, layer: Layer) -> str:
+    return cexpr.ctype(tensor.dtype, f"tensor {tensor.name} of layer {layer.name!r}")
+
+
+def unsupported(layer: Layer, why: str) -> SolUnsupportedError:
+    return SolUnsupportedError(f"layer {layer.name!r} ({layer.op}): {why}")
+
+
+def spatial_padding(value: object, spatial: int) -> list[tuple[int, int]]:
+    """Padding as (begin, end) per spatial dim, from pairs or symmetric ints."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value] * spatial  # type: ignore[list-item]
+    out = []
+    for item in items:
+        if isinstance(item, (list, tuple)):
+            out.append((int(item[0]), int(item[1])))
+        else:
+            out.append((int(item), int(item)))  # type: ignore[call-overload]
+    return out

@@ -1,0 +1,78 @@
+"""Pooling over the trailing spatial dims: a window loop per output element, clipped to the input."""
+
+from __future__ import annotations
+
+from ...ir import Layer
+from .. import cexpr
+from ..nest import Emit, Loop, Node, Stmt, index_vars, nest
+from .base import KernelContext, ctype_of, kernel, spatial_padding
+
+
+def _lowest(dtype: str, t: str) -> str:
+    return "(-INFINITY)" if dtype.startswith("float") else f"std::numeric_limits<{t}>::lowest()"
+
+
+@kernel("max_pool", "avg_pool")
+def pool(layer: Layer, kc: KernelContext) -> list[Node]:
+    x, out = layer.inputs[0], layer.outputs[0]
+    t = ctype_of(out, layer)
+    kernel_sizes = [int(k) for k in layer.attrs["kernel"]]
+    r = len(kernel_sizes)
+    lead = x.rank - r
+    stride = [int(s) for s in (layer.attrs.get("stride") or kernel_sizes)]
+    dilation = [int(d) for d in (layer.attrs.get("dilation") or [1] * r)]
+    pads = [b for b, _ in spatial_padding(layer.attrs.get("padding", 0), r)]
+    ovars = index_vars("i", out.rank)
+    ins = [cexpr.size(s) for s in x.shape[lead:]]
+    is_max = layer.op == "max_pool"
+    acc_t = t if is_max else "double"
+    in_index = ovars[:lead] + [f"h{d}" for d in range(r)]
+    xv = kc.load(x, in_index)
+    inner: list[Node] = [Stmt(f"acc = sol_max<{t}>(acc, {xv});" if is_max else f"acc += {xv};")]
+    for d in reversed(range(r)):
+        check = Stmt(f"const int64_t h{d} = {ovars[lead + d]} * {stride[d]} - {pads[d]} + k{d} * {dilation[d]}; "
+                     f"if (h{d} < 0 || h{d} >= {ins[d]}) continue;")
+        inner = [Loop(f"k{d}", str(kernel_sizes[d]), [check, *inner])]
+    body: list[Node] = [Stmt(f"{acc_t} acc = {_lowest(out.dtype, t) if is_max else '0'};"), *inner]
+    if is_max:
+        value = "acc"
+    elif layer.attrs.get("divisor_override"):
+        value = f"({t})(acc / {float(layer.attrs['divisor_override'])!r})"
+    else:
+        # PyTorch's divisor: window taps inside the input (or inside input+padding with count_include_pad);
+        # the extra right padding of ceil_mode never counts.
+        include = bool(layer.attrs.get("count_include_pad", True))
+        body.append(Stmt("int64_t cnt = 1;"))
+        for d in range(r):
+            lo, hi = (f"-{pads[d]}", f"{ins[d]} + {pads[d]}") if include else ("0", ins[d])
+            start = f"{ovars[lead + d]} * {stride[d]} - {pads[d]}"
+            body.append(Stmt(f"cnt *= sol_max<int64_t>(0, sol_min<int64_t>({start} + {kernel_sizes[d]}, {hi}) "
+                             f"- sol_max<int64_t>({start}, {lo}));"))
+        value = f"({t})(acc / (double)cnt)"
+    body.append(Emit(value, tuple(ovars)))
+    return nest(ovars, [cexpr.size(s) for s in out.shape], body, vector_last=False)
+
+
+@kernel("adaptive_avg_pool", "adaptive_max_pool")
+def adaptive_pool(layer: Layer, kc: KernelContext) -> list[Node]:
+    """Region of output o along an axis of size I: [floor(o*I/O), ceil((o+1)*I/O))."""
+    x, out = layer.inputs[0], layer.outputs[0]
+    t = ctype_of(out, layer)
+    r = len(layer.attrs["output_size"])
+    lead = x.rank - r
+    ovars = index_vars("i", out.rank)
+    is_max = layer.op == "adaptive_max_pool"
+    acc_t = t if is_max else "double"
+    xv = kc.load(x, ovars[:lead] + [f"h{d}" for d in range(r)])
+    inner: list[Node] = [Stmt(f"acc = sol_max<{t}>(acc, {xv});" if is_max else f"acc += {xv};")]
+    bounds: list[Node] = []
+    for d in reversed(range(r)):
+        size_in, size_out, o = cexpr.size(x.shape[lead + d]), cexpr.size(out.shape[lead + d]), ovars[lead + d]
+        bounds.insert(0, Stmt(f"const int64_t b{d} = ({o} * {size_in}) / {size_out}, "
+                              f"e{d} = (({o} + 1) * {size_in} + {size_out} - 1) / {size_out};"))
+        inner = [Loop(f"h{d}", f"e{d}", inner, start=f"b{d}")]
+    count = cexpr.mul(*(f"(e{d} - b{d})" for d in range(r)))
+    value = "acc" if is_max else f"({t})(acc / (double)({count}))"
+    body: list[Node] = [*bounds, Stmt(f"{acc_t} acc = {_lowest(out.dtype, t) if is_max else '0'};"), *inner,
+                        Emit(value, tuple(ovars))]
+    return nest(ovars, [cexpr.size(s) for s in out.shape], body, vector_last=False)

@@ -1,0 +1,132 @@
+"""Reductions, softmax and normalisations: statistics per row, then an emitting loop (epilogues fuse there)."""
+
+from __future__ import annotations
+
+from ...ir import Layer
+from ...ir.ops._shapes import normalize_axis
+from .. import cexpr
+from ..nest import Emit, Loop, Node, Stmt, index_vars, nest
+from .base import KernelContext, ctype_of, kernel, optional_input
+
+
+def _acc_type(dtype: str, t: str) -> str:
+    """Sums of floats accumulate in double (the reference does); integer sums in their own type."""
+    return "double" if dtype.startswith("float") else t
+
+
+def _lowest(dtype: str, t: str) -> str:
+    return "(-INFINITY)" if dtype.startswith("float") else f"std::numeric_limits<{t}>::lowest()"
+
+
+@kernel("reduce_sum", "reduce_mean", "reduce_max")
+def reduction(layer: Layer, kc: KernelContext) -> list[Node]:
+    x, out = layer.inputs[0], layer.outputs[0]
+    t = ctype_of(out, layer)
+    axes = sorted({normalize_axis(a, x.rank) for a in layer.attrs["axes"]}) if x.rank else []
+    keep = bool(layer.attrs.get("keepdims", False))
+    ovars = index_vars("i", out.rank)
+    in_index: list[str] = []
+    kept = iter(ovars)  # without keepdims the output dims are the kept input dims, in order
+    for d in range(x.rank):
+        if d in axes:
+            in_index.append(f"r{d}")
+        else:
+            in_index.append(ovars[d] if keep else next(kept))
+    is_max = layer.op == "reduce_max"
+    acc_t = t if is_max else _acc_type(out.dtype, t)
+    update = f"acc = sol_max<{acc_t}>(acc, {kc.load(x, in_index)});" if is_max else f"acc += {kc.load(x, in_index)};"
+    inner: list[Node] = [Stmt(update)]
+    for pos, d in enumerate(reversed(axes)):
+        last = pos == 0 and d == x.rank - 1
+        inner = [Loop(f"r{d}", cexpr.size(x.shape[d]), inner, vector=last,
+                      reduction=(("max" if is_max else "+"), "acc") if last else None)]
+    count = cexpr.mul(*(cexpr.size(x.shape[d]) for d in axes)) if axes else "1"
+    value = f"({t})(acc / (double)({count}))" if layer.op == "reduce_mean" else f"({t})acc"
+    init = _lowest(out.dtype, acc_t) if is_max else "0"
+    body: list[Node] = [Stmt(f"{acc_t} acc = {init};"), *inner, Emit(value, tuple(ovars))]
+    return nest(ovars, [cexpr.size(s) for s in out.shape], body, vector_last=False)
+
+
+@kernel("softmax", "log_softmax")
+def softmax(layer: Layer, kc: KernelContext) -> list[Node]:
+    x, out = layer.inputs[0], layer.outputs[0]
+    t = ctype_of(out, layer)
+    axis = normalize_axis(int(layer.attrs["axis"]), x.rank)
+    outer = [d for d in range(x.rank) if d != axis]
+    idx = [f"i{d}" if d != axis else "a" for d in range(x.rank)]
+    xa = kc.load(x, idx)
+    exp = kc.math("exp")
+    extent = cexpr.size(x.shape[axis])
+    if layer.op == "softmax":
+        value = f"({t})({exp}({xa} - mx) / sum)"
+    else:
+        value = f"({t})({xa} - mx - {kc.math('log')}(sum))"
+    body: list[Node] = [
+        Stmt(f"{t} mx = -INFINITY;"),
+        Loop("a", extent, [Stmt(f"mx = sol_max<{t}>(mx, {xa});")], vector=True, reduction=("max", "mx")),
+        Stmt("double sum = 0;"),
+        Loop("a", extent, [Stmt(f"sum += {exp}({xa} - mx);")], vector=True, reduction=("+", "sum")),
+        Loop("a", extent, [Emit(value, tuple(idx))], vector=True),
+    ]
+    return nest([f"i{d}" for d in outer], [cexpr.size(x.shape[d]) for d in outer], body, vector_last=False)
+
+
+def _normalise_rows(layer: Layer, kc: KernelContext, base: str, count: str) -> list[Node]:
+    """mean and 1/std of ``count`` contiguous elements at ``base`` (two passes, double accumulators)."""
+    x = kc.ptr(layer.inputs[0])
+    eps = cexpr.literal(layer.attrs["eps"], "float64")
+    return [
+        Stmt(f"const int64_t base = {base};"),
+        Stmt("double mean = 0;"),
+        Loop("q", count, [Stmt(f"mean += {x}[base + q];")], vector=True, reduction=("+", "mean")),
+        Stmt(f"mean /= (double)({count});"),
+        Stmt("double var = 0;"),
+        Loop("q", count, [Stmt(f"const double dq = {x}[base + q] - mean;"), Stmt("var += dq * dq;")], vector=True,
+             reduction=("+", "var")),
+        Stmt(f"var /= (double)({count});"),
+        Stmt(f"const double rstd = 1.0 / {kc.math('sqrt')}(var + {eps});"),
+    ]
+
+
+@kernel("layer_norm")
+def layer_norm(layer: Layer, kc: KernelContext) -> list[Node]:
+    x, out = layer.inputs[0], layer.outputs[0]
+    t = ctype_of(out, layer)
+    k = int(layer.attrs["normalized_ndim"])
+    lead = index_vars("i", x.rank - k)
+    inner = index_vars("j", k)
+    inner_shape = x.shape[x.rank - k:]
+    count = cexpr.mul(*(cexpr.size(s) for s in inner_shape)) if k else "1"
+    q = cexpr.linear(inner, inner_shape) if k else "0"
+    value = f"(({kc.load(x, [*lead, *inner])} - mean) * rstd)"
+    weight, bias = optional_input(layer, 1), optional_input(layer, 2)
+    if weight is not None:
+        value = f"({value} * {kc.ptr(weight)}[{q}])"
+    if bias is not None:
+        value = f"({value} + {kc.ptr(bias)}[{q}])"
+    body = _normalise_rows(layer, kc, cexpr.mul(cexpr.linear(lead, x.shape[:x.rank - k]) if lead else "0", count), count)
+    body += nest(inner, [cexpr.size(s) for s in inner_shape], [Emit(f"({t}){value}", (*lead, *inner))], parallel=0)
+    return nest(lead, [cexpr.size(s) for s in x.shape[:x.rank - k]], body, vector_last=False)
+
+
+@kernel("group_norm")
+def group_norm(layer: Layer, kc: KernelContext) -> list[Node]:
+    x, out = layer.inputs[0], layer.outputs[0]
+    t = ctype_of(out, layer)
+    groups = int(layer.attrs["num_groups"])
+    channels = cexpr.static(x.shape[1], f"channels of {layer.name!r}")
+    cg = channels // groups
+    spatial = x.shape[2:]
+    svars = index_vars("s", len(spatial))
+    per_group = cexpr.mul(str(cg), *(cexpr.size(s) for s in spatial))
+    channel = f"(g * {cg} + c)"
+    value = f"(({kc.load(x, ['n', channel, *svars])} - mean) * rstd)"
+    weight, bias = optional_input(layer, 1), optional_input(layer, 2)
+    if weight is not None:
+        value = f"({value} * {kc.ptr(weight)}[{channel}])"
+    if bias is not None:
+        value = f"({value} + {kc.ptr(bias)}[{channel}])"
+    body = _normalise_rows(layer, kc, f"(n * {groups} + g) * {per_group}", per_group)
+    body += nest(["c", *svars], [str(cg), *(cexpr.size(s) for s in spatial)],
+                 [Emit(f"({t}){value}", ("n", channel, *svars))], parallel=0)
+    return nest(["n", "g"], [cexpr.size(x.shape[0]), str(groups)], body, vector_last=False)

@@ -1,0 +1,107 @@
+"""The backend-neutral loop-nest model of DFP code.
+
+A kernel is a list of nodes: `Loop` (over a named index with a C extent),
+`Stmt` (one line of C, with the comment naming the layer it implements) and
+`Emit` (the point where an anchor layer has computed one output element;
+clustering replaces it with the fused elementwise epilogue and the stores).
+
+Loops carry *what may be done* with them (``parallel``: iterations write
+disjoint outputs; ``vector``: innermost, unit-stride, no loop-carried
+dependence; ``reduction``: a scalar accumulated with an associative op) and
+the flavour decides *what is done* (OpenMP threads, SIMD pragmas, CUDA
+blocks...), by filling in ``pragma``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Stmt:
+    code: str
+    comment: str = ""
+    kind: str = "stmt"
+
+
+@dataclass
+class Emit:
+    """Output ``output`` of the anchor layer has value ``value`` at multi-index ``index``."""
+
+    value: str
+    index: tuple[str, ...]
+    output: int = 0
+    kind: str = "emit"
+
+
+@dataclass
+class Loop:
+    var: str
+    extent: str
+    body: list[Node] = field(default_factory=list)
+    start: str = "0"
+    step: str = "1"
+    parallel: bool = False
+    vector: bool = False
+    #: (C operator, variable) of a scalar reduction carried by this loop, e.g. ("+", "acc")
+    reduction: tuple[str, str] | None = None
+    comment: str = ""
+    pragma: str = ""  # filled by the flavour
+    kind: str = "loop"
+
+
+@dataclass
+class Block:
+    """A scope (``{ ... }``) so kernels can reuse local names."""
+
+    body: list[Node] = field(default_factory=list)
+    comment: str = ""
+    kind: str = "block"
+
+
+Node = Stmt | Emit | Loop | Block
+
+
+def nest(variables: Sequence[str], extents: Sequence[str], body: list[Node], *, parallel: int = -1,
+         vector_last: bool = True) -> list[Node]:
+    """Perfectly nested loops over ``variables``.
+
+    ``parallel``: how many outer loops may be parallel (-1: all but a vectorised last one).
+    """
+    if not variables:
+        return body
+    count = len(variables)
+    if parallel < 0:
+        parallel = count - 1 if (vector_last and count > 1) else count
+    inner: list[Node] = body
+    for depth in reversed(range(count)):
+        loop = Loop(variables[depth], extents[depth], inner,
+                    parallel=depth < parallel, vector=vector_last and depth == count - 1)
+        inner = [loop]
+    return inner
+
+
+def walk(nodes: Sequence[Node]) -> Iterator[Node]:
+    for n in nodes:
+        yield n
+        if isinstance(n, (Loop, Block)):
+            yield from walk(n.body)
+
+
+def replace_emits(nodes: list[Node], expand: Callable[[Emit], list[Node]]) -> list[Node]:
+    """The nodes with every `Emit` replaced by ``expand(emit)``."""
+    out: list[Node] = []
+    for n in nodes:
+        if isinstance(n, Emit):
+            out.extend(expand(n))
+        elif isinstance(n, (Loop, Block)):
+            n.body = replace_emits(n.body, expand)
+            out.append(n)
+        else:
+            out.append(n)
+    return out
+
+
+def index_vars(prefix: str, count: int) -> list[str]:
+    return [f"{prefix}{i}" for i in range(count)]

@@ -1,0 +1,41 @@
+"""The whole plan of one graph: programs, clusters, memory, and the ABI names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import log
+from ..ir import Graph
+from . import cexpr
+from .cluster import Programs, plan_programs
+from .memory import MemoryPlan, plan_memory
+
+_log = log.get("codegen")
+
+
+@dataclass
+class Plan:
+    graph: Graph
+    programs: Programs
+    memory: MemoryPlan
+    #: prefix of every exported function (``<prefix>_forward``...)
+    prefix: str
+
+    @property
+    def param_names(self) -> list[str]:
+        return list(self.graph.params)
+
+    def summary(self) -> str:
+        ws, unshared = self.memory.workspace, self.memory.unshared
+        return (f"{len(self.graph.layers)} layers -> {len([c for c in self.programs.main if not c.alias])} clusters "
+                f"(+{len([c for c in self.programs.prepare if not c.alias])} in prepare); workspace peak "
+                f"{ws.a}*N + {ws.c} bytes (without reuse {unshared.a}*N + {unshared.c}); "
+                f"derived parameters {self.memory.derived_bytes} bytes")
+
+
+def plan(graph: Graph) -> Plan:
+    programs = plan_programs(graph)
+    memory = plan_memory(programs, graph.inputs, list(graph.params.values()))
+    result = Plan(graph, programs, memory, "sol_" + cexpr.identifier(graph.name).strip("_").lower())
+    _log.info("plan of %s: %s", graph.name, result.summary())
+    return result

@@ -1,0 +1,199 @@
+"""Code generation: a planned graph -> one C++ source through the templates.
+
+Each Cluster becomes one block: the anchor's loop nest, with every `Emit`
+expanded into the fused elementwise chain and the stores of the values that
+are materialised. Every statement carries the name of the layer it
+implements, so the source reads against the user's model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._version import __version__
+from ..ir import Graph, Layer, Tensor
+from . import cexpr
+from .cluster import Cluster, Programs
+from .flavour import Flavour
+from .kernels import EXPRESSIONS, KernelContext, elementwise_operands, emit_layer
+from .memory import MemoryPlan, materialised
+from .nest import Emit, Node, Stmt, replace_emits
+from .templates import render
+
+FORWARD_SIGNATURE = ("void* ctx, const void** inputs, const void** params, void** outputs, void* workspace, "
+                     "int64_t batch")
+PREPARE_SIGNATURE = "void* ctx, const void** params, int64_t batch"
+
+
+@dataclass
+class RenderedCluster:
+    index: int
+    title: str
+    nodes: list[Node]
+
+
+@dataclass
+class RenderedProgram:
+    name: str
+    doc: str
+    signature: str
+    pointers: list[str]
+    clusters: list[RenderedCluster]
+
+
+@dataclass
+class ConstArray:
+    name: str
+    var: str
+    ctype: str
+    shape: str
+    count: int
+    values: str
+
+
+def describe(layer: Layer) -> str:
+    """A short human description, e.g. ``conv 3x3 s1`` (used in comments)."""
+    a = layer.attrs
+    if layer.op in ("conv", "conv_transpose") and len(layer.inputs) > 1:
+        k = "x".join(str(s) for s in layer.inputs[1].shape[2:])
+        strides = [int(v) for v in a.get("stride", ())] or [1]
+        s = str(strides[0]) if len(set(strides)) == 1 else "x".join(map(str, strides))  # "s1" like SOL's listings
+        extra = f" g{a['groups']}" if a.get("groups", 1) != 1 else ""
+        return f"{layer.op} {k} s{s}{extra}"
+    if layer.op in ("max_pool", "avg_pool"):
+        return f"{layer.op} {'x'.join(map(str, a['kernel']))} s{'x'.join(map(str, a.get('stride') or a['kernel']))}"
+    shown = {k: v for k, v in a.items() if k in ("axis", "axes", "perm", "negative_slope", "dtype", "approximate",
+                                                 "groups", "num_groups", "output_size", "min", "max", "mode")}
+    return layer.op + (" " + " ".join(f"{k}={v}" for k, v in shown.items()) if shown else "")
+
+
+class _Namer:
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+
+    def __call__(self, hint: str) -> str:
+        base = cexpr.identifier(hint)
+        name, i = base, 1
+        while name in self.used:
+            name, i = f"{base}_{i}", i + 1
+        self.used.add(name)
+        return name
+
+
+def generate(graph: Graph, programs: Programs, memory: MemoryPlan, flavour: Flavour, prefix: str) -> str:
+    """The complete source of one model's shared library."""
+    needed = materialised(programs)
+    namer = _Namer()
+    consts: dict[int, ConstArray] = {}
+    for c in [*programs.prepare, *programs.main]:
+        for layer in c.layers:
+            for t in layer.inputs:
+                if t.kind == "const" and id(t) not in consts:
+                    consts[id(t)] = _const_array(t, namer)
+    rendered = []
+    for name, clusters, doc, signature in (
+        ("prepare", programs.prepare, "prepare: derived parameters from the parameters (run when they change)",
+         PREPARE_SIGNATURE),
+        ("forward", programs.main, "forward: one inference", FORWARD_SIGNATURE),
+    ):
+        pointers, kc = _pointers(graph, clusters, memory, consts, flavour, namer, name == "prepare")
+        items = []
+        for index, c in enumerate(clusters):
+            if c.alias:
+                continue
+            nodes = _cluster_nodes(c, kc, needed)
+            flavour.annotate(nodes)
+            items.append(RenderedCluster(index, c.title(), nodes))
+        rendered.append(RenderedProgram(name, doc, signature, pointers, items))
+    return render(
+        "module.j2",
+        sol_version=__version__,
+        model=graph.name,
+        graph_hash=graph.structural_hash()[:16],
+        flavour=flavour,
+        prefix=prefix,
+        consts=list(consts.values()),
+        programs=rendered,
+        prepare=[c for c in programs.prepare if not c.alias],
+        main=[c for c in programs.main if not c.alias],
+        workspace_c=memory.workspace.c_expr(),
+        derived_bytes=memory.derived_bytes,
+    )
+
+
+def _const_array(t: Tensor, namer: _Namer) -> ConstArray:
+    data = np.asarray(t.data).reshape(-1)
+    ctype = cexpr.ctype(t.dtype, f"constant {t.name}")
+    values = ", ".join(cexpr.literal(v.item(), t.dtype) for v in data) if data.size else "0"
+    return ConstArray(t.name, namer(f"c_{t.name}"), ctype, str(list(t.shape)), max(int(data.size), 1), values)
+
+
+def _pointers(graph: Graph, clusters: Sequence[Cluster], memory: MemoryPlan, consts: dict[int, ConstArray],
+              flavour: Flavour, namer: _Namer, prepare: bool) -> tuple[list[str], KernelContext]:
+    """Typed pointer declarations for every tensor the program touches; the KernelContext that names them."""
+    lines: list[str] = []
+    names: dict[int, str] = {}
+    for c in clusters:
+        for layer in c.layers:
+            for t in [*layer.inputs, *layer.outputs]:
+                if id(t) in names:
+                    continue
+                if t.kind == "const":
+                    names[id(t)] = consts[id(t)].var
+                    continue
+                where = memory.of(t)
+                if where is None:
+                    continue  # a register of its cluster
+                ct = cexpr.ctype(t.dtype, f"tensor {t.name}")
+                var = namer(f"t_{t.name}")
+                names[id(t)] = var
+                if where.kind == "input":
+                    src, const = f"inputs[{where.index}]", True
+                elif where.kind == "param":
+                    src, const = f"params[{where.index}]", True
+                elif where.kind == "output":
+                    src, const = f"outputs[{where.index}]", False
+                elif where.kind == "derived":
+                    src, const = f"derived + {where.offset.c}", not prepare
+                else:
+                    src, const = f"(char*)workspace + {where.offset.c_expr()}", False
+                qual = "const " if const else ""
+                lines.append(f"{qual}{ct}* {var} = ({qual}{ct}*)({src});  // {t.name} {list(t.shape)} ({where.kind})")
+    return lines, KernelContext(flavour, names)
+
+
+def _cluster_nodes(c: Cluster, kc: KernelContext, needed: set[int]) -> list[Node]:
+    anchor = c.anchor
+    nodes = emit_layer(anchor, kc)
+
+    def expand(emit: Emit) -> list[Node]:
+        out: list[Node] = []
+        registers: dict[int, str] = {}
+        value_of = anchor.outputs[emit.output]
+        v = kc.fresh("v")
+        out.append(Stmt(f"const {cexpr.ctype(value_of.dtype)} {v} = {emit.value};", f"{anchor.name}: {describe(anchor)}"))
+        registers[id(value_of)] = v
+        out += _store(value_of, v, emit.index, kc, needed)
+        if len(anchor.outputs) == 1:
+            for layer in c.epilogue:
+                t = layer.outputs[0]
+                operands = elementwise_operands(layer)
+                args = [registers.get(id(x)) or kc.load_broadcast(x, emit.index, t.shape) if i in operands else ""
+                        for i, x in enumerate(layer.inputs)]
+                v = kc.fresh("v")
+                expr = EXPRESSIONS[layer.op](layer, args, emit.index, kc)
+                out.append(Stmt(f"const {cexpr.ctype(t.dtype)} {v} = {expr};", f"{layer.name}: {describe(layer)}"))
+                registers[id(t)] = v
+                out += _store(t, v, emit.index, kc, needed)
+        return out
+
+    return replace_emits(nodes, expand)
+
+
+def _store(t: Tensor, value: str, index: tuple[str, ...], kc: KernelContext, needed: set[int]) -> list[Node]:
+    if id(t) not in needed:
+        return []
+    return [Stmt(f"{kc.load(t, index)} = {value};", f"store {t.name}")]

@@ -1,0 +1,25 @@
+"""The jinja2 templates of generated code (``*.j2`` next to this file)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jinja2
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("sol.codegen", "templates"),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # C++ source, not HTML
+    )
+    return env
+
+
+def render(template: str, **context: Any) -> str:
+    return environment().get_template(template).render(**context)

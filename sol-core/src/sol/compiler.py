@@ -1,0 +1,138 @@
+"""The pipeline: parse -> passes -> plan -> codegen -> build -> cache -> CompiledModel.
+
+Each stage is a plain function of the previous stage's output:
+`sol.codegen.plan` (clusters, memory), `sol.codegen.source.generate` (C++
+through the flavour's templates), `sol.codegen.build.build` (the toolchain),
+`sol.cache.get_or_build` (the artifact under a key of everything that
+affects it), `sol.runtime.CompiledModel` (ctypes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from . import cache, log
+from ._version import __version__
+from .codegen import CpuFlavour, Flavour, cexpr
+from .codegen.build import SOURCE_NAME, build
+from .codegen.plan import plan
+from .codegen.source import generate
+from .errors import SolDeviceError, SolError
+from .ir import Graph
+from .records import Device
+from .runtime import CompiledModel
+
+_log = log.get("compiler")
+
+#: Bump when generated code changes for the same graph (part of the cache key).
+CODEGEN_VERSION = "1"
+#: Device types served by the generic OpenMP C++ flavour.
+HOST_TYPES = ("x86", "arm64")
+
+
+def flavour_for(device: Device | str | None) -> tuple[Flavour, int]:
+    """The code generation flavour and the device index for ``device`` (None: the host CPU)."""
+    if device is None:
+        return CpuFlavour("x86"), 0
+    if isinstance(device, str):
+        kind, _, index = device.partition(":")
+        dtype, dindex = kind, int(index or 0)
+    else:
+        dtype, dindex = device.type, device.index
+    from .plugins import registry
+
+    backend = registry().backends.get(dtype)
+    provider = getattr(backend, "flavour", None)
+    if callable(provider):  # a backend may supply (or extend) its flavour
+        flavour = provider()
+        if not isinstance(flavour, Flavour):
+            raise SolDeviceError(f"backend {dtype!r} returned {flavour!r} from flavour(), not a sol.codegen.Flavour")
+        return flavour, dindex
+    if dtype in HOST_TYPES:
+        return CpuFlavour(dtype), dindex
+    raise SolDeviceError(f"no code generation flavour for device type {dtype!r}; "
+                         f"install its backend package (sol-backend-{dtype}) or use one of {', '.join(HOST_TYPES)}")
+
+
+def model_prefix(graph: Graph) -> str:
+    """Prefix of the exported C functions (one library per model, so the name only needs to be readable)."""
+    return "sol_" + (cexpr.identifier(graph.name).strip("_").lower() or "model")
+
+
+def cache_key(graph: Graph, flavour: Flavour) -> str:
+    """Everything that decides the artifact: graph structure, shapes, dtypes, flavour, toolchain, flags, versions."""
+    parts = {
+        "sol": __version__,
+        "codegen": CODEGEN_VERSION,
+        "graph": graph.structural_hash(),
+        "prefix": model_prefix(graph),
+        "flavour": type(flavour).__module__ + "." + type(flavour).__qualname__,
+        "toolchain": flavour.toolchain_id(),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def generate_source(graph: Graph, flavour: Flavour | None = None) -> str:
+    """The C++ source of a graph (no passes, no build): for inspection and tests."""
+    flavour = flavour or CpuFlavour()
+    the_plan = plan(graph)
+    return generate(graph, the_plan.programs, the_plan.memory, flavour, model_prefix(graph))
+
+
+def compile_graph(graph: Graph, device: Device | str | None = None, *, passes: bool = True) -> CompiledModel:
+    """Optimise, generate, build (or fetch from the cache) and load a graph."""
+    if passes:
+        graph = _run_passes(graph)
+    flavour, index = flavour_for(device)
+    key = cache_key(graph, flavour)
+    prefix = model_prefix(graph)
+
+    def build_into(directory: Path) -> Mapping[str, Any]:
+        the_plan = plan(graph)
+        source = generate(graph, the_plan.programs, the_plan.memory, flavour, prefix)
+        build(source, flavour, directory, graph.name)
+        return {
+            "model": graph.name,
+            "prefix": prefix,
+            "flavour": flavour.name,
+            "plan": the_plan.summary(),
+            "workspace": [the_plan.memory.workspace.a, the_plan.memory.workspace.c],
+            "derived_bytes": the_plan.memory.derived_bytes,
+        }
+
+    entry = cache.get_or_build(key, build_into)
+    library = entry.file(SOURCE_NAME + flavour.library_suffix)
+    _log.debug("model %s: %s", graph.name, entry.metadata.get("plan", ""))
+    compiled = CompiledModel(graph, library, prefix, device=index)
+    compiled.source_path = entry.file(SOURCE_NAME + flavour.source_suffix)  # type: ignore[attr-defined]
+    compiled.metadata = dict(entry.metadata)  # type: ignore[attr-defined]
+    return compiled
+
+
+def _run_passes(graph: Graph) -> Graph:
+    try:
+        from .passes import run_inference_passes
+    except ImportError:  # passes are optional for the pipeline; codegen handles unsimplified graphs
+        return graph
+    return run_inference_passes(graph)
+
+
+def optimize(model: Any, *inputs: Any, batch_size: int | None = None, device: Device | str | None = None) -> Any:
+    """Extract ``model`` with the frontend that accepts it, compile it, and wrap the result in a framework model."""
+    from .plugins import registry
+
+    frontends = registry().frontends
+    for frontend in frontends.values():
+        if frontend.accepts(model):
+            graph = frontend.parse(model, inputs, batch_size)
+            compiled = compile_graph(graph, device)
+            return frontend.wrap(model, compiled)
+    kind = f"{type(model).__module__}.{type(model).__qualname__}"
+    installed = ", ".join(sorted(frontends)) or "none"
+    raise SolError(f"no SOL frontend accepts a model of type {kind} (installed frontends: {installed}). "
+                   "Install the frontend for its framework: `pip install sol-frontend-torch` for PyTorch, "
+                   "`pip install sol-frontend-onnx` for ONNX.")

@@ -1,0 +1,35 @@
+"""Framework-independent graph rewrites, one file per pass; each is a function Graph -> Graph (in place)."""
+
+from __future__ import annotations
+
+from ..ir.graph import Graph
+from .bn_folding import fold_batch_norm
+from .constant_folding import fold_constants
+from .cse import eliminate_common_subexpressions
+from .dead_layers import remove_dead_layers
+from .relu_maxpool import merge_relu_maxpool
+from .remove_identity import remove_identity
+
+#: The inference pipeline, in order: cleanup first so the pattern passes see the real producers,
+#: CSE after the rewrites (BN folding can create equal param-only layers), DCE last.
+INFERENCE_PASSES = (
+    remove_identity,
+    remove_dead_layers,
+    fold_constants,
+    fold_batch_norm,
+    merge_relu_maxpool,
+    eliminate_common_subexpressions,
+    remove_dead_layers,
+)
+
+
+def run_inference_passes(graph: Graph) -> Graph:
+    for apply in INFERENCE_PASSES:
+        graph = apply(graph)
+    return graph
+
+
+__all__ = [
+    "INFERENCE_PASSES", "eliminate_common_subexpressions", "fold_batch_norm", "fold_constants", "merge_relu_maxpool",
+    "remove_dead_layers", "remove_identity", "run_inference_passes",
+]

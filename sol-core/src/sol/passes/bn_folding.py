@@ -1,0 +1,79 @@
+"""Fold an inference BatchNorm into the conv/linear that feeds it.
+
+The parameters stay the framework's (the user may ``load_state_dict``
+later), so no numbers are baked: the pass inserts param-only layers
+
+    scale = gamma * rsqrt(var + eps)
+    w'    = w * reshape(scale, [O, 1, ...])
+    b'    = (b - mean) * scale + beta
+
+that feed the conv. The codegen moves every layer whose inputs are only
+params/consts into a "prepare" program re-run whenever parameters change.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.graph import Graph, Layer, Tensor
+from ._rewrite import insert_before, is_graph_output, new_layers, replace_uses
+
+_FOLDABLE = ("conv", "linear")
+
+
+def _is_parameter_like(t: Tensor) -> bool:
+    return t.kind in ("param", "const")
+
+
+def _fold(graph: Graph, producer: Layer, bn: Layer) -> None:
+    x, w = producer.inputs[0], producer.inputs[1]
+    bias = producer.inputs[2] if len(producer.inputs) > 2 else None
+    mean, var = bn.inputs[1], bn.inputs[2]
+    gamma = bn.inputs[3] if len(bn.inputs) > 3 else None
+    beta = bn.inputs[4] if len(bn.inputs) > 4 else None
+    out_channels = int(w.shape[0])
+    where = bn.name or producer.name
+    folded: dict[str, Tensor] = {}
+
+    def build() -> None:
+        eps = graph.add_const(f"{where}_eps", np.array(bn.attrs["eps"], dtype=var.dtype))
+        (scale,) = graph.add_layer("rsqrt", graph.add_layer("add", [var, eps], name=f"{where}.fold_var"), name=f"{where}.fold_rsqrt")
+        if gamma is not None:
+            (scale,) = graph.add_layer("mul", [scale, gamma], name=f"{where}.fold_scale")
+        shape = (out_channels,) + (1,) * (w.rank - 1)
+        (scale_w,) = graph.add_layer("reshape", [scale], {"shape": shape}, name=f"{where}.fold_scale_w")
+        (folded["w"],) = graph.add_layer("mul", [w, scale_w], name=f"{where}.fold_weight")
+        (centered,) = (graph.add_layer("sub", [bias, mean], name=f"{where}.fold_center") if bias is not None
+                       else graph.add_layer("neg", [mean], name=f"{where}.fold_center"))
+        (b,) = graph.add_layer("mul", [centered, scale], name=f"{where}.fold_bias_scale")
+        if beta is not None:
+            (b,) = graph.add_layer("add", [b, beta], name=f"{where}.fold_bias")
+        folded["b"] = b
+
+    insert_before(graph, producer, new_layers(graph, build))
+    producer.inputs = [x, folded["w"], folded["b"]]
+    replace_uses(graph, bn.outputs[0], producer.outputs[0])
+    graph.layers.remove(bn)
+
+
+def fold_batch_norm(graph: Graph) -> Graph:
+    changed = True
+    while changed:
+        changed = False
+        producers = graph.producers()
+        consumers = graph.consumers()
+        for bn in graph.layers:
+            if bn.op != "batch_norm" or not all(_is_parameter_like(t) for t in bn.inputs[1:]):
+                continue
+            producer = producers.get(id(bn.inputs[0]))
+            if producer is None or producer.op not in _FOLDABLE or len(producer.inputs) < 2:
+                continue
+            out = producer.outputs[0]
+            if len(consumers.get(id(out), [])) != 1 or is_graph_output(graph, out):
+                continue
+            if producer.op == "linear" and out.rank != 2:
+                continue  # channel axis 1 is the linear's output features only for [N, F]
+            _fold(graph, producer, bn)
+            changed = True
+            break
+    return graph

@@ -1,0 +1,16 @@
+"""``import sol.pytorch as sol``: SOL's API for PyTorch users (needs sol-frontend-torch).
+
+The idiom of SOL's existing users; it is ``sol`` itself plus a check that
+the PyTorch frontend is installed, so a missing frontend fails here with
+the package to install instead of later inside ``sol.optimize``.
+"""
+
+from __future__ import annotations
+
+try:
+    import sol_frontend_torch  # noqa: F401  (the check is the import)
+except ImportError as error:
+    raise ImportError("sol.pytorch needs the PyTorch frontend: pip install sol-frontend-torch") from error
+
+from sol import *  # noqa: F403  (the public API, re-exported as is)
+from sol import __all__, __version__  # noqa: F401

@@ -1,0 +1,157 @@
+"""CompiledModel: a built model, called with pointers to the framework's own tensors.
+
+The frontend's wrapper calls ``prepare(param_ptrs)`` when parameters change
+and ``run(input_ptrs, param_ptrs, output_ptrs, batch)`` per inference; the
+CompiledModel owns the derived-parameter area and the workspace (grown for
+larger batches). Everything is validated here, before the generated code
+runs: generated code trusts its arguments.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import sympy
+
+from ..errors import SolInputError
+from ..ir import BATCH, Graph, Size, Tensor, evaluate
+from .library import ModelLibrary, pointer_array
+
+_ALIGN = 64
+_STATUS = {1: "an index is out of range (embedding lookup)"}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[Size, ...]
+    dtype: str
+
+    def concrete(self, batch: int) -> tuple[int, ...]:
+        return tuple(evaluate(s, batch) for s in self.shape)
+
+
+def _aligned(nbytes: int) -> tuple[np.ndarray, int]:
+    """A byte buffer and the 64-byte aligned address inside it."""
+    raw = np.zeros(nbytes + _ALIGN, dtype=np.uint8)
+    address = raw.ctypes.data
+    return raw, address + (-address) % _ALIGN
+
+
+class CompiledModel:
+    """The runtime face of one compiled graph (see the module docstring)."""
+
+    def __init__(self, graph: Graph, library_path: Path, prefix: str, outputs: list[Tensor] | None = None,
+                 device: int = 0) -> None:
+        self.graph = graph
+        self.library = ModelLibrary(library_path, prefix)
+        self.param_names: list[str] = list(graph.params)
+        self.input_specs = [TensorSpec(t.name, t.shape, t.dtype) for t in graph.inputs]
+        self.output_specs = [TensorSpec(t.name, t.shape, t.dtype) for t in (outputs or graph.outputs)]
+        self._lock = threading.Lock()
+        if self.library.init(device) != 0:
+            raise SolInputError(f"initialising model {graph.name!r} on device {device} failed")
+        self._derived, self._derived_ptr = _aligned(int(self.library.derived_size()))
+        self._workspace: np.ndarray | None = None
+        self._workspace_ptr = 0
+        self._workspace_bytes = -1
+        self.prepared = False
+
+    @property
+    def library_path(self) -> Path:
+        return self.library.path
+
+    # -- shapes ----------------------------------------------------------
+    def output_shapes(self, batch: int) -> list[tuple[int, ...]]:
+        return [spec.concrete(batch) for spec in self.output_specs]
+
+    def workspace_size(self, batch: int) -> int:
+        return int(self.library.workspace_size(batch))
+
+    def batch_of(self, shapes: list[tuple[int, ...]]) -> int:
+        """The batch that makes the input specs match ``shapes`` (1 for a static graph)."""
+        for spec, shape in zip(self.input_specs, shapes, strict=False):
+            for size, actual in zip(spec.shape, shape, strict=False):
+                if not isinstance(size, int):
+                    solutions = sympy.solve(sympy.Eq(size, actual), BATCH)
+                    if len(solutions) == 1 and solutions[0].is_Integer and int(solutions[0]) >= 1:
+                        return int(solutions[0])
+                    raise SolInputError(f"input {spec.name!r}: a dim of size {actual} does not fit {size} for any batch")
+        return 1
+
+    # -- calls -------------------------------------------------------------
+    def prepare(self, param_ptrs: list[int]) -> None:
+        """Recompute the derived parameters (e.g. folded BatchNorm weights) from the current parameters."""
+        self._check_count("parameter", param_ptrs, len(self.param_names))
+        params = pointer_array(param_ptrs)
+        with self._lock:
+            self._raise_status(self.library.prepare(self._derived_ptr, params, 1))
+            self.prepared = True
+
+    def run(self, input_ptrs: list[int], param_ptrs: list[int], output_ptrs: list[int], batch: int) -> None:
+        """One inference on tensors given by address (validated shapes/dtypes are the caller's job)."""
+        self._check_count("input", input_ptrs, len(self.input_specs))
+        self._check_count("parameter", param_ptrs, len(self.param_names))
+        self._check_count("output", output_ptrs, len(self.output_specs))
+        if not isinstance(batch, int) or batch < 1:
+            raise SolInputError(f"batch must be a positive int, got {batch!r}")
+        if not self.prepared:
+            self.prepare(param_ptrs)
+        with self._lock:
+            workspace = self._grow_workspace(batch)
+            status = self.library.forward(self._derived_ptr, pointer_array(input_ptrs), pointer_array(param_ptrs),
+                                          pointer_array(output_ptrs), workspace, batch)
+        self._raise_status(status)
+
+    def run_numpy(self, inputs: list[np.ndarray], params: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """Convenience for tests and tools: numpy in, numpy out (prepares every call)."""
+        if len(inputs) != len(self.input_specs):
+            raise SolInputError(f"model {self.graph.name!r} takes {len(self.input_specs)} inputs, got {len(inputs)}")
+        arrays = [np.ascontiguousarray(a) for a in inputs]
+        batch = self.batch_of([a.shape for a in arrays])
+        for spec, a in zip(self.input_specs, arrays, strict=True):
+            if a.shape != spec.concrete(batch) or str(a.dtype) != spec.dtype:
+                raise SolInputError(f"input {spec.name!r} must be {spec.dtype}{list(spec.concrete(batch))} "
+                                    f"(batch {batch}), got {a.dtype}{list(a.shape)}")
+        missing = [n for n in self.param_names if n not in params]
+        if missing:
+            raise SolInputError(f"parameters missing: {', '.join(missing)}")
+        plist = []
+        for name in self.param_names:
+            t = self.graph.params[name]
+            p = np.ascontiguousarray(params[name], dtype=t.dtype)
+            if p.shape != t.concrete_shape(batch):
+                raise SolInputError(f"parameter {name!r} must have shape {list(t.shape)}, got {list(p.shape)}")
+            plist.append(p)
+        outputs = [np.empty(spec.concrete(batch), dtype=spec.dtype) for spec in self.output_specs]
+        param_ptrs = [p.ctypes.data for p in plist]
+        self.prepare(param_ptrs)
+        self.run([a.ctypes.data for a in arrays], param_ptrs, [o.ctypes.data for o in outputs], batch)
+        return outputs
+
+    def seed(self, seed: int) -> None:
+        self.library.seed(int(seed))
+
+    # -- internals -----------------------------------------------------------
+    def _grow_workspace(self, batch: int) -> int:
+        needed = self.workspace_size(batch)
+        if needed > self._workspace_bytes:
+            self._workspace, self._workspace_ptr = _aligned(needed)
+            self._workspace_bytes = needed
+        return self._workspace_ptr
+
+    def _check_count(self, what: str, pointers: list[int], expected: int) -> None:
+        if len(pointers) != expected:
+            raise SolInputError(f"model {self.graph.name!r} takes {expected} {what} pointers, got {len(pointers)}")
+        if any(not p for p in pointers):
+            raise SolInputError(f"a {what} pointer of model {self.graph.name!r} is NULL")
+
+    def _raise_status(self, status: int) -> None:
+        if status != 0:
+            raise SolInputError(f"model {self.graph.name!r}: {_STATUS.get(status, f'status {status}')}")
+
+    def __repr__(self) -> str:
+        return f"<CompiledModel {self.graph.name!r} from {self.library.path}>"

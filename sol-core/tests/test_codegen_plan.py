@@ -1,0 +1,148 @@
+"""Planning: the prepare/main split, depth-first clusters, buffer reuse; and what the source looks like."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # pytest runs with --import-mode=importlib
+from _codegen_helpers import ATOL, RTOL, dims, private_cache  # noqa: E402
+from sol.codegen import plan  # noqa: E402
+from sol.compiler import compile_graph, generate_source  # noqa: E402
+from sol.ir import BATCH, Graph  # noqa: E402
+from sol.ir.interpret import run_reference  # noqa: E402
+
+__all__ = ["private_cache"]
+RNG = np.random.default_rng(7)
+
+
+def _f32(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _residual_block() -> Graph:
+    g = Graph("block")
+    x = g.add_input("x", dims(0, 4, 6, 6))
+    w = g.add_param("layer1.0.conv1.weight", _f32(4, 4, 3, 3))
+    b = g.add_param("layer1.0.conv1.bias", _f32(1, 4, 1, 1))
+    attrs = {"stride": (1, 1), "padding": ((1, 1), (1, 1)), "dilation": (1, 1), "groups": 1}
+    (y,) = g.add_layer("conv", [x, w], attrs, name="layer1.0.conv1")
+    (y,) = g.add_layer("add", [y, b], name="layer1.0.bias")
+    (y,) = g.add_layer("relu", [y], name="layer1.0.relu")
+    (y,) = g.add_layer("add", [y, x], name="layer1.0.residual")
+    g.outputs = [y]
+    return g
+
+
+def test_conv_bias_relu_add_is_one_cluster() -> None:
+    p = plan(_residual_block())
+    assert len(p.programs.main) == 1
+    assert [layer.name for layer in p.programs.main[0].layers] == [
+        "layer1.0.conv1", "layer1.0.bias", "layer1.0.relu", "layer1.0.residual"]
+    assert p.memory.workspace.at(8) == 0  # nothing between the layers is materialised
+
+
+def test_fused_source_has_one_loop_nest_and_names_every_layer() -> None:
+    source = generate_source(_residual_block())
+    forward = source[source.index("_forward("):]
+    # one nest: the batch loop appears once, under one parallel pragma
+    assert len(re.findall(r"for \(int64_t n = 0;", forward)) == 1
+    assert forward.count("#pragma omp parallel for") == 1
+    for name in ("layer1.0.conv1: conv 3x3 s1", "layer1.0.bias: add", "layer1.0.relu: relu", "layer1.0.residual: add"):
+        assert f"// {name}" in forward
+    assert "#pragma omp simd" in forward
+    # one store, of the cluster's result only
+    assert forward.count("// store") == 1
+
+
+def test_value_used_outside_its_cluster_is_materialised() -> None:
+    g = Graph("two_users")
+    x = g.add_input("x", dims(0, 8))
+    (a,) = g.add_layer("relu", [x], name="act")
+    (s,) = g.add_layer("softmax", [a], {"axis": 1}, name="soft")
+    (e,) = g.add_layer("exp", [a], name="exp")  # fused into act's cluster
+    g.outputs = [s, e]
+    p = plan(g)
+    clusters = [[layer.name for layer in c.layers] for c in p.programs.main]
+    assert clusters == [["act", "exp"], ["soft"]]
+    assert p.memory.of(a) is not None and p.memory.of(a).kind == "workspace"
+
+
+def test_memory_planning_reuses_buffers_on_a_chain() -> None:
+    g = Graph("chain")
+    t = g.add_input("x", dims(0, 16, 32))
+    for i in range(6):  # softmax is an anchor: each result is materialised for the next
+        (t,) = g.add_layer("softmax", [t], {"axis": -1}, name=f"soft{i}")
+    g.outputs = [t]
+    p = plan(g)
+    mem = p.memory
+    assert mem.unshared.at(4) == 5 * 4 * 16 * 32 * 4  # five intermediates (the last one is the output)
+    assert mem.workspace.at(4) < mem.unshared.at(4)
+    assert len(mem.slots) == 2  # ping-pong
+    assert mem.workspace.a > 0  # affine in the batch
+
+
+def test_reshape_is_a_free_alias() -> None:
+    g = Graph("flat")
+    x = g.add_input("x", dims(0, 4, 5))
+    (a,) = g.add_layer("exp", [x], name="exp")
+    (f,) = g.add_layer("reshape", [a], {"shape": (BATCH, 20)}, name="flatten")
+    (s,) = g.add_layer("softmax", [f], {"axis": 1}, name="soft")
+    g.outputs = [s]
+    p = plan(g)
+    assert [c.alias for c in p.programs.main] == [False, True, False]
+    assert p.memory.of(f) == p.memory.of(a)
+
+
+def test_parameter_only_layers_run_in_prepare(private_cache: None) -> None:
+    """What BatchNorm folding leaves behind (scale = w / sqrt(var + eps)) is computed once, in prepare."""
+    g = Graph("folded")
+    x = g.add_input("x", dims(0, 3, 4, 4))
+    var = g.add_param("bn.running_var", RNG.uniform(0.5, 2, 3).astype(np.float32))
+    w = g.add_param("bn.weight", _f32(3))
+    eps = g.add_const("eps", np.array(1e-5, dtype=np.float32))
+    (v,) = g.add_layer("add", [var, eps], name="bn.var_eps")
+    (sd,) = g.add_layer("sqrt", [v], name="bn.std")
+    (scale,) = g.add_layer("div", [w, sd], name="bn.scale")
+    (scale4,) = g.add_layer("reshape", [scale], {"shape": (1, 3, 1, 1)}, name="bn.scale_view")
+    (y,) = g.add_layer("mul", [x, scale4], name="bn.apply")
+    g.outputs = [y, scale]
+    p = plan(g)
+    assert [layer.name for c in p.programs.prepare for layer in c.layers] == [
+        "bn.var_eps", "bn.std", "bn.scale", "bn.scale_view"]
+    assert p.memory.derived_bytes > 0
+    compiled = compile_graph(g, passes=False)
+    params = {n: t.data for n, t in g.params.items()}
+    inputs = [_f32(2, 3, 4, 4)]
+    for got, expected in zip(compiled.run_numpy(inputs, params), run_reference(g, inputs, params), strict=True):
+        np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
+    # new parameter values: prepare recomputes the derived ones
+    params["bn.weight"] = params["bn.weight"] * 2
+    got = compiled.run_numpy(inputs, params)[0]
+    np.testing.assert_allclose(got, run_reference(g, inputs, params)[0], rtol=RTOL, atol=ATOL)
+
+
+def test_workspace_is_affine_in_the_batch(private_cache: None) -> None:
+    g = Graph("affine")
+    t = g.add_input("x", dims(0, 8, 8))
+    (t,) = g.add_layer("softmax", [t], {"axis": -1}, name="a")
+    (t,) = g.add_layer("softmax", [t], {"axis": 1}, name="b")
+    g.outputs = [t]
+    compiled = compile_graph(g, passes=False)
+    p = plan(g)
+    for batch in (1, 5, 64):
+        assert compiled.workspace_size(batch) == p.memory.workspace.at(batch) >= batch * 8 * 8 * 4
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_fused_block_matches_reference(private_cache: None, batch: int) -> None:
+    g = _residual_block()
+    compiled = compile_graph(g, passes=False)
+    params = {n: t.data for n, t in g.params.items()}
+    inputs = [_f32(batch, 4, 6, 6)]
+    np.testing.assert_allclose(compiled.run_numpy(inputs, params)[0], run_reference(g, inputs, params)[0],
+                               rtol=RTOL, atol=ATOL)

@@ -1,0 +1,175 @@
+"""Each pass on small hand-built graphs, checked with the numpy reference before and after."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+from sol.ir import BATCH, Dim, Graph, Purpose
+from sol.ir.interpret import run_reference
+from sol.passes import (
+    eliminate_common_subexpressions,
+    fold_batch_norm,
+    fold_constants,
+    merge_relu_maxpool,
+    remove_dead_layers,
+    remove_identity,
+    run_inference_passes,
+)
+
+rng = np.random.default_rng(1)
+
+
+def rand(*shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+NCHW = (Purpose.N, Purpose.C, Purpose.P, Purpose.P)
+
+
+def image_input(g: Graph, channels: int = 3, size: int = 8, batch: object = 2) -> object:
+    return g.add_input("x", [Dim(batch, Purpose.N), Dim(channels, Purpose.C), Dim(size, Purpose.P), Dim(size, Purpose.P)])  # type: ignore[arg-type]
+
+
+def conv_bn_graph(with_bias: bool, batch: object = 2) -> Graph:
+    g = Graph("conv_bn")
+    x = image_input(g, batch=batch)
+    w = g.add_param("conv.weight", rand(4, 3, 3, 3))
+    inputs = [x, w] + ([g.add_param("conv.bias", rand(4))] if with_bias else [])
+    (y,) = g.add_layer("conv", inputs, {"stride": (1, 1), "padding": ((1, 1), (1, 1)), "dilation": (1, 1), "groups": 1}, name="conv")
+    bn = [g.add_param("bn.running_mean", rand(4)), g.add_param("bn.running_var", np.abs(rand(4)) + 0.5),
+          g.add_param("bn.weight", rand(4)), g.add_param("bn.bias", rand(4))]
+    (z,) = g.add_layer("batch_norm", [y, *bn], {"eps": 1e-5}, name="bn")
+    (r,) = g.add_layer("relu", [z], name="relu")
+    g.outputs = [r]
+    return g
+
+
+def assert_same(before: Graph, after: Graph, inputs: list[np.ndarray], params: dict[str, np.ndarray] | None = None) -> None:
+    want = run_reference(before, inputs, params)
+    got = run_reference(after, inputs, params)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def ops(g: Graph) -> list[str]:
+    return [layer.op for layer in g.layers]
+
+
+def test_remove_identity_and_dead_layers() -> None:
+    g = Graph()
+    x = g.add_input("x", [Dim(2), Dim(3)])
+    (a,) = g.add_layer("dropout", [x], {"p": 0.1})
+    (b,) = g.add_layer("relu", [a])
+    (c,) = g.add_layer("contiguous", [b])
+    g.add_layer("exp", [b])  # dead
+    (d,) = g.add_layer("stochastic_depth", [c], {"p": 0.2, "mode": "row"})
+    g.outputs = [d]
+    before = copy.deepcopy(g)
+    remove_dead_layers(remove_identity(g))
+    assert ops(g) == ["relu"]
+    assert_same(before, g, [rand(2, 3)])
+
+
+def test_constant_folding_only_folds_consts() -> None:
+    g = Graph()
+    x = g.add_input("x", [Dim(2), Dim(3)])
+    c = g.add_const("c", rand(3))
+    p = g.add_param("p", rand(3))
+    (c2,) = g.add_layer("exp", [c])
+    (p2,) = g.add_layer("exp", [p])  # a param may change later: must stay a layer
+    (y,) = g.add_layer("add", [x, c2])
+    (z,) = g.add_layer("mul", [y, p2])
+    g.outputs = [z]
+    before = copy.deepcopy(g)
+    fold_constants(g)
+    assert ops(g) == ["exp", "add", "mul"]
+    assert g.layers[1].inputs[1].kind == "const"
+    assert_same(before, g, [rand(2, 3)])
+
+
+def test_cse() -> None:
+    g = Graph()
+    x = g.add_input("x", [Dim(2), Dim(3)])
+    (a,) = g.add_layer("sigmoid", [x])
+    (b,) = g.add_layer("sigmoid", [x])
+    (c,) = g.add_layer("softmax", [x], {"axis": 1})
+    (d,) = g.add_layer("softmax", [x], {"axis": 0})
+    (s,) = g.add_layer("add", [a, b])
+    (t,) = g.add_layer("add", [c, d])
+    g.outputs = [s, t]
+    before = copy.deepcopy(g)
+    eliminate_common_subexpressions(g)
+    assert ops(g) == ["sigmoid", "softmax", "softmax", "add", "add"]
+    assert_same(before, g, [rand(2, 3)])
+
+
+def test_bn_folding_keeps_parameters_live() -> None:
+    for with_bias in (False, True):
+        g = conv_bn_graph(with_bias)
+        before = copy.deepcopy(g)
+        fold_batch_norm(g)
+        assert "batch_norm" not in ops(g)
+        conv = next(layer for layer in g.layers if layer.op == "conv")
+        assert all(t.kind == "intermediate" for t in conv.inputs[1:]), "folded weights are computed from params, not baked"
+        x = rand(2, 3, 8, 8)
+        assert_same(before, g, [x])
+        # New parameter values (as after load_state_dict) flow through the folded graph.
+        new = {name: (np.abs(t.data) + 0.1 if "var" in name else t.data * 2).astype(np.float32) for name, t in before.params.items()}
+        assert_same(before, g, [x], new)
+
+
+def test_bn_folding_needs_a_single_consumer() -> None:
+    g = conv_bn_graph(True)
+    conv_out = g.layers[0].outputs[0]
+    g.outputs.append(conv_out)
+    fold_batch_norm(g)
+    assert "batch_norm" in ops(g)
+
+
+def test_bn_folding_into_linear() -> None:
+    g = Graph()
+    x = g.add_input("x", [Dim(5, Purpose.N), Dim(6)])
+    (y,) = g.add_layer("linear", [x, g.add_param("fc.weight", rand(4, 6))])
+    (z,) = g.add_layer("batch_norm", [y, g.add_param("m", rand(4)), g.add_param("v", np.abs(rand(4)) + 0.5)], {"eps": 1e-3})
+    g.outputs = [z]
+    before = copy.deepcopy(g)
+    fold_batch_norm(g)
+    assert "batch_norm" not in ops(g)
+    assert_same(before, g, [rand(5, 6)])
+
+
+def test_relu_maxpool_merge() -> None:
+    g = Graph()
+    x = image_input(g)
+    (r,) = g.add_layer("relu", [x])
+    (p,) = g.add_layer("max_pool", [r], {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1), "dilation": (1, 1), "ceil_mode": True})
+    (e,) = g.add_layer("clamp", [p], {"min": 0.0, "max": 6.0})
+    (q,) = g.add_layer("max_pool", [e], {"kernel": (2, 2), "stride": (2, 2), "padding": (0, 0), "dilation": (1, 1), "ceil_mode": False})
+    g.outputs = [q]
+    before = copy.deepcopy(g)
+    merge_relu_maxpool(g)
+    assert ops(g) == ["max_pool", "relu", "max_pool", "clamp"]
+    assert_same(before, g, [rand(2, 3, 8, 8)])
+
+
+def test_relu_feeding_two_consumers_is_not_moved() -> None:
+    g = Graph()
+    x = image_input(g)
+    (r,) = g.add_layer("relu", [x])
+    (p,) = g.add_layer("max_pool", [r], {"kernel": (2, 2), "stride": (2, 2), "padding": (0, 0), "dilation": (1, 1), "ceil_mode": False})
+    g.outputs = [p, r]
+    merge_relu_maxpool(g)
+    assert ops(g) == ["relu", "max_pool"]
+
+
+def test_pipeline_with_wildcard_batch() -> None:
+    g = conv_bn_graph(True, batch=BATCH)
+    (flat,) = g.add_layer("reshape", [g.outputs[0]], {"shape": (BATCH, 4 * 8 * 8)})
+    (d,) = g.add_layer("dropout", [flat], {"p": 0.5})
+    g.outputs = [d]
+    before = copy.deepcopy(g)
+    run_inference_passes(g)
+    assert ops(g)[-3:] == ["conv", "relu", "reshape"]
+    for batch in (1, 3):
+        assert_same(before, g, [rand(batch, 3, 8, 8)])

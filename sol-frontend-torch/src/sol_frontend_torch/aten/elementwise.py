@@ -1,0 +1,120 @@
+"""Elementwise aten ops: activations, unary math, arithmetic with tensors or Python scalars, comparisons."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sol.errors import SolUnsupportedError
+from sol.ir import Tensor
+
+from ._registry import Context, aten
+
+_UNARY = {
+    "relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "silu": "silu", "hardswish": "hardswish",
+    "hardsigmoid": "hardsigmoid", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "neg": "neg",
+    "abs": "abs", "erf": "erf", "reciprocal": "reciprocal",
+}
+
+
+def _register_unary(aten_name: str, sol_name: str) -> None:
+    @aten(aten_name)
+    def unary(cx: Context, x: Tensor) -> Tensor:
+        return cx.one(sol_name, [x])
+
+
+for _aten_name, _sol_name in _UNARY.items():
+    _register_unary(_aten_name, _sol_name)
+
+
+@aten("gelu")
+def gelu(cx: Context, x: Tensor, approximate: str = "none") -> Tensor:
+    return cx.one("gelu", [x], {"approximate": approximate})
+
+
+@aten("leaky_relu")
+def leaky_relu(cx: Context, x: Tensor, negative_slope: float = 0.01) -> Tensor:
+    return cx.one("leaky_relu", [x], {"negative_slope": float(negative_slope)})
+
+
+@aten("elu")
+def elu(cx: Context, x: Tensor, alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0) -> Tensor:
+    if scale != 1.0 or input_scale != 1.0:
+        raise SolUnsupportedError("elu with scale/input_scale (selu/celu) is not supported")
+    return cx.one("elu", [x], {"alpha": float(alpha)})
+
+
+@aten("softplus")
+def softplus(cx: Context, x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    return cx.one("softplus", [x], {"beta": float(beta), "threshold": float(threshold)})
+
+
+@aten("hardtanh", "clamp", "clip")
+def clamp(cx: Context, x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - PyTorch's names
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        out = cx.one("maximum", [x, min]) if isinstance(min, Tensor) else x
+        return cx.one("minimum", [out, max]) if isinstance(max, Tensor) else out
+    return cx.one("clamp", [x], {"min": None if min is None else float(min), "max": None if max is None else float(max)})
+
+
+@aten("relu6")
+def relu6(cx: Context, x: Tensor) -> Tensor:
+    return cx.one("clamp", [x], {"min": 0.0, "max": 6.0})
+
+
+def _operand(cx: Context, value: Any) -> Tensor:
+    return value if isinstance(value, Tensor) else cx.const(value)
+
+
+@aten("add")
+def add(cx: Context, a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
+    if alpha != 1:
+        b = cx.one("mul", [_operand(cx, b), cx.const(alpha)])
+    return cx.one("add", [_operand(cx, a), _operand(cx, b)])
+
+
+@aten("sub")
+def sub(cx: Context, a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
+    if alpha != 1:
+        b = cx.one("mul", [_operand(cx, b), cx.const(alpha)])
+    return cx.one("sub", [_operand(cx, a), _operand(cx, b)])
+
+
+@aten("rsub")
+def rsub(cx: Context, a: Any, b: Any, alpha: Any = 1) -> Tensor:
+    return sub(cx, b, a, alpha=alpha)
+
+
+@aten("mul")
+def mul(cx: Context, a: Any, b: Any) -> Tensor:
+    return cx.one("mul", [_operand(cx, a), _operand(cx, b)])
+
+
+@aten("div")
+def div(cx: Context, a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
+    attrs = {"rounding_mode": rounding_mode} if rounding_mode is not None else {}
+    return cx.one("div", [_operand(cx, a), _operand(cx, b)], attrs)
+
+
+@aten("pow")
+def pow_(cx: Context, a: Any, b: Any) -> Tensor:
+    return cx.one("pow", [_operand(cx, a), _operand(cx, b)])
+
+
+@aten("maximum", "minimum")
+def extremum(cx: Context, a: Any, b: Any) -> Tensor:
+    return cx.one(cx.node.target.__name__.split(".")[0], [_operand(cx, a), _operand(cx, b)])  # type: ignore[union-attr]
+
+
+def _register_compare(name: str) -> None:
+    @aten(name)
+    def compare(cx: Context, a: Any, b: Any) -> Tensor:
+        return cx.one(name, [_operand(cx, a), _operand(cx, b)])
+
+
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    _register_compare(_name)
+
+
+@aten("where")
+def where(cx: Context, cond: Tensor, a: Any, b: Any) -> Tensor:
+    return cx.one("where", [cond, _operand(cx, a), _operand(cx, b)])

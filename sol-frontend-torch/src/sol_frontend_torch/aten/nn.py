@@ -1,0 +1,201 @@
+"""Layers: convolutions, linear/matmul, normalizations, pooling, softmax, attention, embedding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sol.errors import SolUnsupportedError
+from sol.ir import Tensor
+
+from ._registry import Context, aten, axis, ints
+
+
+def _conv_padding(padding: Any, weight: Tensor, dilation: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    spatial = weight.rank - 2
+    if padding == "valid":
+        return ((0, 0),) * spatial
+    if padding == "same":  # PyTorch puts the odd extra element at the end
+        totals = [d * (int(k) - 1) for d, k in zip(dilation, weight.shape[2:], strict=True)]
+        return tuple((t // 2, t - t // 2) for t in totals)
+    return tuple((p, p) for p in ints(padding, spatial))
+
+
+def _conv(cx: Context, x: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding: Any, dilation: Any, groups: int) -> Tensor:
+    spatial = weight.rank - 2
+    dil = ints(dilation, spatial)
+    attrs = {"stride": ints(stride, spatial), "padding": _conv_padding(padding, weight, dil), "dilation": dil, "groups": int(groups)}
+    return cx.one("conv", [x, weight] + ([bias] if bias is not None else []), attrs)
+
+
+@aten("conv1d", "conv2d", "conv3d")
+def conv(cx: Context, x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
+         dilation: Any = 1, groups: int = 1) -> Tensor:
+    return _conv(cx, x, weight, bias, stride, padding, dilation, groups)
+
+
+def _conv_transpose(cx: Context, x: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding: Any,
+                    output_padding: Any, groups: int, dilation: Any) -> Tensor:
+    spatial = weight.rank - 2
+    attrs = {"stride": ints(stride, spatial), "padding": ints(padding, spatial), "output_padding": ints(output_padding, spatial),
+             "dilation": ints(dilation, spatial), "groups": int(groups)}
+    return cx.one("conv_transpose", [x, weight] + ([bias] if bias is not None else []), attrs)
+
+
+@aten("conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+def conv_transpose(cx: Context, x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
+                   output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Tensor:
+    return _conv_transpose(cx, x, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+@aten("convolution", "_convolution")
+def convolution(cx: Context, x: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding: Any, dilation: Any,
+                transposed: bool, output_padding: Any, groups: int, *_: Any) -> Tensor:
+    if transposed:
+        return _conv_transpose(cx, x, weight, bias, stride, padding, output_padding, groups, dilation)
+    return _conv(cx, x, weight, bias, stride, padding, dilation, groups)
+
+
+@aten("linear")
+def linear(cx: Context, x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    return cx.one("linear", [x, weight] + ([bias] if bias is not None else []))
+
+
+@aten("mm", "bmm", "matmul")
+def matmul(cx: Context, a: Tensor, b: Tensor) -> Tensor:
+    return cx.one("matmul", [a, b])
+
+
+def _scaled(cx: Context, t: Tensor, factor: float) -> Tensor:
+    return t if factor == 1 else cx.one("mul", [t, cx.const(factor)])
+
+
+@aten("addmm", "baddbmm")
+def addmm(cx: Context, bias: Tensor, a: Tensor, b: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
+    product = _scaled(cx, cx.one("matmul", [a, b]), alpha)
+    return cx.one("add", [product, _scaled(cx, bias, beta)]) if beta != 0 else product
+
+
+def _batch_norm(cx: Context, x: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor | None, var: Tensor | None,
+                eps: float) -> Tensor:
+    if mean is None or var is None:
+        raise SolUnsupportedError("batch norm without running statistics (track_running_stats=False) normalizes with batch "
+                                  "statistics, which SOL does not support in inference; enable track_running_stats")
+    channels = int(x.shape[1])
+    if weight is None and bias is not None:
+        weight = cx.graph.add_const("bn_ones", np.ones(channels, dtype=x.dtype))
+    inputs = [x, mean, var] + ([weight] if weight is not None else []) + ([bias] if bias is not None else [])
+    return cx.one("batch_norm", inputs, {"eps": float(eps)})
+
+
+@aten("batch_norm")
+def batch_norm(cx: Context, x: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor | None, var: Tensor | None,
+               training: bool, momentum: float, eps: float, *_: Any) -> Tensor:
+    if training:
+        raise SolUnsupportedError("batch norm in training mode; call model.eval() before sol.optimize (training support comes later)")
+    return _batch_norm(cx, x, weight, bias, mean, var, eps)
+
+
+@aten("_native_batch_norm_legit_no_training")
+def batch_norm_no_training(cx: Context, x: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, var: Tensor,
+                           momentum: float, eps: float) -> tuple[Tensor, ...]:
+    out = _batch_norm(cx, x, weight, bias, mean, var, eps)
+    return (out,)  # the saved statistics (items 1, 2) are for training only
+
+
+@aten("layer_norm")
+def layer_norm(cx: Context, x: Tensor, normalized_shape: list[int], weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5, *_: Any) -> Tensor:
+    if weight is None and bias is not None:
+        weight = cx.graph.add_const("ln_ones", np.ones([int(s) for s in normalized_shape], dtype=x.dtype))
+    inputs = [x] + ([weight] if weight is not None else []) + ([bias] if bias is not None else [])
+    return cx.one("layer_norm", inputs, {"normalized_ndim": len(normalized_shape), "eps": float(eps)})
+
+
+@aten("group_norm")
+def group_norm(cx: Context, x: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5, *_: Any) -> Tensor:
+    if weight is None and bias is not None:
+        weight = cx.graph.add_const("gn_ones", np.ones(int(x.shape[1]), dtype=x.dtype))
+    inputs = [x] + ([weight] if weight is not None else []) + ([bias] if bias is not None else [])
+    return cx.one("group_norm", inputs, {"num_groups": int(num_groups), "eps": float(eps)})
+
+
+def _max_pool(cx: Context, spatial: int, x: Tensor, kernel: Any, stride: Any = (), padding: Any = 0, dilation: Any = 1,
+              ceil_mode: bool = False) -> Tensor:
+    k = ints(kernel, spatial)
+    attrs = {"kernel": k, "stride": ints(stride, spatial) if stride else k, "padding": ints(padding, spatial),
+             "dilation": ints(dilation, spatial), "ceil_mode": bool(ceil_mode)}
+    return cx.one("max_pool", [x], attrs)
+
+
+def _register_pools(spatial: int) -> None:
+    @aten(f"max_pool{spatial}d")
+    def max_pool(cx: Context, x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        return _max_pool(cx, spatial, x, *args, **kwargs)
+
+    @aten(f"max_pool{spatial}d_with_indices")
+    def max_pool_with_indices(cx: Context, x: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor]:
+        return (_max_pool(cx, spatial, x, *args, **kwargs),)  # the indices are only for max_unpool / training
+
+    @aten(f"avg_pool{spatial}d")
+    def avg_pool(cx: Context, x: Tensor, kernel: Any, stride: Any = (), padding: Any = 0, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+        k = ints(kernel, spatial)
+        attrs = {"kernel": k, "stride": ints(stride, spatial) if stride else k, "padding": ints(padding, spatial),
+                 "ceil_mode": bool(ceil_mode), "count_include_pad": bool(count_include_pad), "divisor_override": divisor_override}
+        return cx.one("avg_pool", [x], attrs)
+
+    @aten(f"adaptive_avg_pool{spatial}d", f"_adaptive_avg_pool{spatial}d")
+    def adaptive_avg_pool(cx: Context, x: Tensor, output_size: Any) -> Tensor:
+        return cx.one("adaptive_avg_pool", [x], {"output_size": _output_size(output_size, spatial)})
+
+    @aten(f"adaptive_max_pool{spatial}d")
+    def adaptive_max_pool(cx: Context, x: Tensor, output_size: Any) -> tuple[Tensor]:
+        return (cx.one("adaptive_max_pool", [x], {"output_size": _output_size(output_size, spatial)}),)
+
+
+def _output_size(value: Any, spatial: int) -> tuple[int | None, ...]:
+    if isinstance(value, (list, tuple)):
+        return tuple(None if v is None else int(v) for v in value) if len(value) == spatial else (int(value[0]),) * spatial
+    return (int(value),) * spatial
+
+
+for _spatial_rank in (1, 2, 3):
+    _register_pools(_spatial_rank)
+
+
+@aten("softmax", "_softmax", "_safe_softmax")
+def softmax(cx: Context, x: Tensor, dim: int, *_: Any) -> Tensor:
+    return cx.one("softmax", [x], {"axis": axis(dim, x.rank)})
+
+
+@aten("log_softmax", "_log_softmax")
+def log_softmax(cx: Context, x: Tensor, dim: int, *_: Any) -> Tensor:
+    return cx.one("log_softmax", [x], {"axis": axis(dim, x.rank)})
+
+
+@aten("scaled_dot_product_attention")
+def attention(cx: Context, q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+              is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> Tensor:
+    if enable_gqa and q.shape[-3] != k.shape[-3]:
+        raise SolUnsupportedError("grouped-query attention (enable_gqa with fewer key heads) is not supported yet")
+    inputs = [q, k, v] + ([attn_mask] if attn_mask is not None else [])
+    return cx.one("attention", inputs, {"scale": None if scale is None else float(scale), "is_causal": bool(is_causal)})
+
+
+@aten("embedding")
+def embedding(cx: Context, weight: Tensor, indices: Tensor, *_: Any) -> Tensor:
+    return cx.one("embedding", [indices, weight])
+
+
+@aten("channel_shuffle", "native_channel_shuffle")
+def channel_shuffle(cx: Context, x: Tensor, groups: int) -> Tensor:
+    return cx.one("channel_shuffle", [x], {"groups": int(groups)})
+
+
+@aten("dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout")
+def dropout(cx: Context, x: Tensor, p: float, train: bool) -> Tensor:
+    if train and p > 0:
+        raise SolUnsupportedError("dropout in training mode; call model.eval() before sol.optimize (training support comes later)")
+    return cx.one("dropout", [x], {"p": float(p)})

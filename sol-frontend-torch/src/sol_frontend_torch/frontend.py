@@ -1,0 +1,44 @@
+"""`TorchFrontend`: SOL's PyTorch integration (torch.nn.Module -> sol.ir.Graph -> torch.nn.Module)."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from sol.ir import Graph
+from sol.records import Frontend
+
+from .capture import capture
+from .convert import convert
+
+#: the pytree structure of each parsed model's outputs, so `wrap` can rebuild tuples/lists/dicts
+_OUTPUT_SPECS: weakref.WeakKeyDictionary[torch.nn.Module, Any] = weakref.WeakKeyDictionary()
+
+
+def output_spec(model: torch.nn.Module) -> Any:
+    return _OUTPUT_SPECS.get(model)
+
+
+class TorchFrontend(Frontend):
+    name = "pytorch"
+    description = "PyTorch models (torch.nn.Module), captured with torch.export"
+    alias = "pytorch"
+
+    def accepts(self, model: Any) -> bool:
+        return isinstance(model, torch.nn.Module)
+
+    def parse(self, model: Any, inputs: tuple[Any, ...], batch_size: int | None = None) -> Graph:
+        captured = capture(model, inputs, batch_size)
+        graph = convert(captured, model, name=type(model).__name__)
+        _OUTPUT_SPECS[model] = captured.program.call_spec.out_spec
+        return graph
+
+    def wrap(self, model: Any, compiled: Any) -> torch.nn.Module:
+        from .module import SolModule
+
+        return SolModule(model, compiled, output_spec(model))
+
+    def versions(self) -> Mapping[str, str]:
+        return {"torch": torch.__version__}
