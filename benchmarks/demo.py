@@ -15,7 +15,7 @@ import time
 import torch
 
 import sol.pytorch as sol
-from sol_frontend_torch.zoo import MODELS, build_model
+from sol_frontend_torch.zoo import MODELS, build
 
 
 def median_ms(fn, runs: int) -> float:
@@ -35,9 +35,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
 
-    torch.manual_seed(0)
-    model, example = build_model(args.model, batch=args.batch)
-    model.eval()
+    model, example = build(args.model)
+    example = torch.randn((args.batch, *example.shape[1:]))
     print(f"SOL {sol.__version__}: optimizing {args.model} (batch {args.batch}, random weights)")
     sol.devices()
 
