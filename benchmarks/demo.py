@@ -12,9 +12,8 @@ import argparse
 import statistics
 import time
 
-import torch
-
 import sol.pytorch as sol
+import torch
 from sol_frontend_torch.zoo import MODELS, build
 
 

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 import sol
 from sol.errors import SolConfigError
 

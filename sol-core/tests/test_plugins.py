@@ -5,7 +5,6 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
 import sol
 from sol.devices import dump
 from sol.errors import SolPluginError

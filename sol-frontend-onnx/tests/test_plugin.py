@@ -2,7 +2,6 @@
 
 import onnx
 from onnx import TensorProto, helper
-
 from sol.plugins import registry
 
 

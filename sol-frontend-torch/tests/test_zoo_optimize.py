@@ -8,9 +8,8 @@ rtol 1e-4 / atol 1e-5. The big models are in the ``slow`` set.
 from __future__ import annotations
 
 import pytest
-import torch
-
 import sol.pytorch as sol
+import torch
 from sol_frontend_torch.zoo import MODELS, SLOW, build
 
 CASES = [pytest.param(name, marks=pytest.mark.slow) if name in SLOW else name for name in sorted(MODELS)]
@@ -32,4 +31,4 @@ def test_optimized_model_matches_eager(name):
         with torch.no_grad():
             expected = model(x)
             got = sol_model(x)
-        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name} batch {batch}: {m}")
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5, msg=lambda m, b=batch: f"{name} batch {b}: {m}")

@@ -34,7 +34,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
         rows.append((p.name, p.kind, p.distribution, p.version, p.status, detail))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row[:5], widths)) + "  " + row[5])
+        print("  ".join(cell.ljust(w) for cell, w in zip(row[:5], widths, strict=True)) + "  " + row[5])
     return 0
 
 

@@ -13,7 +13,7 @@ import hashlib
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import sympy
@@ -21,7 +21,7 @@ import sympy
 #: The wildcard batch size; generated code receives it as a runtime argument.
 BATCH = sympy.Symbol("N", integer=True, positive=True)
 
-Size = Union[int, sympy.Expr]
+Size = int | sympy.Expr
 
 
 def as_size(value: Any) -> Size:
