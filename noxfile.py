@@ -31,10 +31,16 @@ PACKAGES: dict[str, list[str]] = {
     "sol-backend-ve": ["sol-core"],
     "sol-frontend-torch": ["sol-core"],
     "sol-frontend-onnx": ["sol-core"],
+    # the example third-party backend of the "Writing a backend" tutorial
+    "docs/examples/sol-backend-example": ["sol-core"],
 }
 # The CPU build of torch lies on disk here; naming the version keeps pip from
 # fetching a CUDA build with several GB of dependencies.
 TORCH = "torch==2.13.0"
+# What `nox -s bench` adds, pinned so that results compare across runs: the zoo's torchvision, the
+# peers ONNX Runtime and OpenVINO, and onnxscript, which torch's (dynamo) ONNX exporter needs.
+BENCH_PEERS = ["torchvision==0.28.0", "onnxruntime==1.31.1", "openvino==2026.4.1", "onnxscript==0.7.2"]
+DOCS_REQUIREMENTS = ["mkdocs>=1.6,<2"]
 # pytest exits 5 when it collected no tests; a package without tests yet is not a failure.
 PYTEST_OK = [0, 5]
 
@@ -52,11 +58,14 @@ def _existing(packages: list[str]) -> list[str]:
 
 @nox.session(name="tests")
 def tests(session: nox.Session) -> None:
-    """All packages' tests in one environment; the slow set is deselected unless asked for."""
+    """All packages' tests in one environment (the slow set only if asked for), then the docs build."""
     packages = _existing(list(PACKAGES))
     _install(session, packages)
+    session.install(*DOCS_REQUIREMENTS)
     args = session.posargs or ["-m", "not slow"]
     session.run("pytest", "-q", *args, *[f"{p}/tests" for p in packages], success_codes=PYTEST_OK)
+    # the documentation is part of the product: it must build strictly wherever the tests pass
+    session.run("mkdocs", "build", "--strict", "--site-dir", "build/site")
 
 
 for _package, _deps in PACKAGES.items():
@@ -70,7 +79,7 @@ for _package, _deps in PACKAGES.items():
         args = session.posargs or ["-m", "not slow"]
         session.run("pytest", "-q", *args, f"{package}/tests", success_codes=PYTEST_OK)
 
-    nox.session(name=f"tests-{_package}")(_package_session)
+    nox.session(name=f"tests-{Path(_package).name}")(_package_session)
 
 
 @nox.session
@@ -82,15 +91,20 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Side-by-side benchmarks against the peers; arguments pick models, batch sizes, threads."""
-    _install(session, _existing(["sol-core", "sol-backend-x86", "sol-frontend-torch", "sol-frontend-onnx"]))
+    """Side-by-side benchmarks against the peers; arguments pick models, batch sizes, threads.
+
+    ``nox -s bench -- --models resnet18,mobilenet_v2 --batch 1,16 --json out.json`` (see benchmarks/README.md).
+    """
+    # One resolve: torch pinned (no CUDA wheels), torchvision for the zoo's models, and the peers.
+    packages = _existing(["sol-core", "sol-backend-x86", "sol-frontend-torch", "sol-frontend-onnx"])
+    session.install(TORCH, *BENCH_PEERS, *[f"./{p}" for p in packages])
     session.run("python", "benchmarks/bench.py", *session.posargs)
 
 
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build the documentation site; warnings fail the build."""
-    session.install("mkdocs>=1.6")
+    session.install(*DOCS_REQUIREMENTS)
     _install(session, _existing(list(PACKAGES)), extras="")
     session.run("mkdocs", "build", "--strict", "--site-dir", "build/site")
 

@@ -14,7 +14,7 @@ def test_entry_point_is_discovered_and_ok():
     (info,) = [p for p in sol.plugins() if p.kind == "backend" and p.name == "arm64"]
     assert info.status == "ok", info.error
     assert info.distribution == "sol-backend-arm64"
-    assert set(info.hooks) == {"sol_backends", "sol_config_keys"}
+    assert set(info.hooks) == {"sol_backends", "sol_config_keys", "sol_deploy_targets"}
 
 
 def test_config_keys_are_declared():

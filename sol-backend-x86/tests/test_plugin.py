@@ -12,7 +12,7 @@ def test_entry_point_is_discovered_and_ok():
     assert info.status == "ok", info.error
     assert info.distribution == "sol-backend-x86"
     assert info.module == "sol_backend_x86.plugin"
-    assert set(info.hooks) == {"sol_backends", "sol_config_keys"}
+    assert set(info.hooks) == {"sol_backends", "sol_config_keys", "sol_deploy_targets"}
 
 
 def test_config_key_is_declared():

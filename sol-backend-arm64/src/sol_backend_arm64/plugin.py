@@ -7,6 +7,7 @@ from sol.records import ConfigKey
 
 from .backend import Arm64Backend
 from .config import KEYS
+from .deploy import Arm64DeployTarget
 
 
 @sol.hookimpl
@@ -17,3 +18,8 @@ def sol_backends() -> list[Arm64Backend]:
 @sol.hookimpl
 def sol_config_keys() -> list[ConfigKey]:
     return list(KEYS)
+
+
+@sol.hookimpl
+def sol_deploy_targets() -> list[Arm64DeployTarget]:
+    return [Arm64DeployTarget()]

@@ -11,6 +11,7 @@ import sol
 from sol.records import Backend, Device, ProbeResult
 
 from .cpuinfo import read_cpuinfo
+from .flavour import X86Flavour
 from .host import HostPaths, host_properties, usable_cpus
 from .onednn import LIBRARY_KEY, onednn_version
 from .tools import tool_version
@@ -80,6 +81,10 @@ class X86Backend(Backend):
 
     def probe(self) -> ProbeResult:
         return probe_host(platform.machine(), HostPaths(), usable_cpus())
+
+    def flavour(self) -> X86Flavour:
+        """Code generation for this device: OpenMP C++ with oneDNN library calls (see `X86Flavour`)."""
+        return X86Flavour()
 
     def versions(self) -> Mapping[str, str]:
         # The compiler SOL builds host code with is a core setting (compiler::cc).

@@ -6,6 +6,8 @@ import sol
 from sol.records import ConfigKey
 
 from .backend import X86Backend
+from .deploy import X86DeployTarget
+from .flavour import DNN_KEY
 from .onednn import LIBRARY_KEY
 
 
@@ -16,4 +18,9 @@ def sol_backends() -> list[X86Backend]:
 
 @sol.hookimpl
 def sol_config_keys() -> list[ConfigKey]:
-    return [LIBRARY_KEY]
+    return [LIBRARY_KEY, DNN_KEY]
+
+
+@sol.hookimpl
+def sol_deploy_targets() -> list[X86DeployTarget]:
+    return [X86DeployTarget()]

@@ -33,6 +33,27 @@ def optimize(model, *inputs, batch_size: int | None = None, device=None):
     return _optimize(model, *inputs, batch_size=batch_size, device=device)
 
 
+def deploy(model, *inputs, target: str = "lib::shared", lib_name: str = "libsolpredict",
+           func_name: str = "sol_predict", path=".", device="x86", host_device=None, options=None, dargs=None):
+    """Build ``model`` into a standalone C library plus header ``<lib_name>.h`` in ``path``.
+
+    ``inputs``: example tensors or shapes (``[1, 3, 224, 224]``); the library is
+    built for exactly these shapes. ``target``: ``"lib::shared"`` or
+    ``"lib::static"``. ``device``: the device type to build for (``"x86"``,
+    ``"arm64"``, ...: every backend that implements ``sol_deploy_targets``).
+    ``options``: ``{"weights": "file"}`` writes the weights to a separate file
+    instead of embedding them; targets add their own (``gcc::march``,
+    ``gcc::mtune``). ``dargs``: the original SOL's dict form (``lib_name``,
+    ``func_name``, ``path``, ``device_type``, ``host_type``). Prints and
+    returns a `sol.deploy.DeployResult` (files, exported symbols, link flags,
+    run-time libraries).
+    """
+    from .deploy import deploy as _deploy
+
+    return _deploy(model, *inputs, target=target, lib_name=lib_name, func_name=func_name, path=path, device=device,
+                   host_device=host_device, options=options, dargs=dargs)
+
+
 def _plugin_config_keys():
     from .plugins import registry
 
@@ -46,6 +67,7 @@ __all__ = [
     "__version__",
     "cache",
     "config",
+    "deploy",
     "device",
     "devices",
     "hookimpl",

@@ -29,7 +29,7 @@ from .runtime import CompiledModel
 _log = log.get("compiler")
 
 #: Bump when generated code changes for the same graph (part of the cache key).
-CODEGEN_VERSION = "1"
+CODEGEN_VERSION = "2"
 #: Device types served by the generic OpenMP C++ flavour.
 HOST_TYPES = ("x86", "arm64")
 
@@ -37,7 +37,12 @@ HOST_TYPES = ("x86", "arm64")
 def flavour_for(device: Device | str | None) -> tuple[Flavour, int]:
     """The code generation flavour and the device index for ``device`` (None: the host CPU)."""
     if device is None:
-        return CpuFlavour("x86"), 0
+        # the device chosen with sol.device.set (else the default one)
+        from .devices import default_device
+
+        device = default_device()
+        if device is None:
+            return CpuFlavour("x86"), 0
     if isinstance(device, str):
         kind, _, index = device.partition(":")
         dtype, dindex = kind, int(index or 0)
@@ -46,9 +51,8 @@ def flavour_for(device: Device | str | None) -> tuple[Flavour, int]:
     from .plugins import registry
 
     backend = registry().backends.get(dtype)
-    provider = getattr(backend, "flavour", None)
-    if callable(provider):  # a backend may supply (or extend) its flavour
-        flavour = provider()
+    flavour = backend.flavour() if backend is not None else None  # a backend may supply (or extend) its flavour
+    if flavour is not None:
         if not isinstance(flavour, Flavour):
             raise SolDeviceError(f"backend {dtype!r} returned {flavour!r} from flavour(), not a sol.codegen.Flavour")
         return flavour, dindex
@@ -72,6 +76,8 @@ def cache_key(graph: Graph, flavour: Flavour) -> str:
         "prefix": model_prefix(graph),
         "flavour": type(flavour).__module__ + "." + type(flavour).__qualname__,
         "toolchain": flavour.toolchain_id(),
+        "dnn": flavour.dnn.key() if flavour.dnn is not None else "",
+        "profile": _profiling(),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
@@ -79,7 +85,7 @@ def cache_key(graph: Graph, flavour: Flavour) -> str:
 def generate_source(graph: Graph, flavour: Flavour | None = None) -> str:
     """The C++ source of a graph (no passes, no build): for inspection and tests."""
     flavour = flavour or CpuFlavour()
-    the_plan = plan(graph)
+    the_plan = plan(graph, flavour)
     return generate(graph, the_plan.programs, the_plan.memory, flavour, model_prefix(graph))
 
 
@@ -92,8 +98,8 @@ def compile_graph(graph: Graph, device: Device | str | None = None, *, passes: b
     prefix = model_prefix(graph)
 
     def build_into(directory: Path) -> Mapping[str, Any]:
-        the_plan = plan(graph)
-        source = generate(graph, the_plan.programs, the_plan.memory, flavour, prefix)
+        the_plan = plan(graph, flavour)
+        source = generate(graph, the_plan.programs, the_plan.memory, flavour, prefix, _profiling())
         build(source, flavour, directory, graph.name)
         return {
             "model": graph.name,
@@ -102,6 +108,7 @@ def compile_graph(graph: Graph, device: Device | str | None = None, *, passes: b
             "plan": the_plan.summary(),
             "workspace": [the_plan.memory.workspace.a, the_plan.memory.workspace.c],
             "derived_bytes": the_plan.memory.derived_bytes,
+            "clusters": [c.title() for c in the_plan.programs.main if not c.alias],
         }
 
     entry = cache.get_or_build(key, build_into)
@@ -111,6 +118,12 @@ def compile_graph(graph: Graph, device: Device | str | None = None, *, passes: b
     compiled.source_path = entry.file(SOURCE_NAME + flavour.source_suffix)  # type: ignore[attr-defined]
     compiled.metadata = dict(entry.metadata)  # type: ignore[attr-defined]
     return compiled
+
+
+def _profiling() -> bool:
+    import sol
+
+    return bool(sol.config["compiler::profile"])
 
 
 def _run_passes(graph: Graph) -> Graph:

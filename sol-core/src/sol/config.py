@@ -24,6 +24,7 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("compiler::cc", str, "g++", "The host C++ compiler used to build generated code."),
     ConfigKey("compiler::cflags", str, "-O3 -march=native -fopenmp", "Flags passed to the host compiler for generated code."),
     ConfigKey("compiler::progress", bool, True, "Show a progress bar for compiles that take longer than a second."),
+    ConfigKey("compiler::profile", bool, False, "Time every Cluster of forward in generated code (CompiledModel.profile() reads the totals)."),
     ConfigKey("autotuning", bool, True, "Let SOL time alternative implementations at compile time and keep the fastest."),
     ConfigKey("cache::enabled", bool, True, "Serve compiled artifacts from the on-disk cache and store new ones there."),
 )

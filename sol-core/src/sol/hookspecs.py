@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import pluggy
 
-from .records import Backend, ConfigKey, Frontend
+from .records import Backend, ConfigKey, DeployTarget, Frontend
 
 PROJECT_NAME = "sol"
 
@@ -83,4 +83,39 @@ class SolSpecs:
             @sol.hookimpl
             def sol_config_keys():
                 return [ConfigKey("mydev::queues", int, 2, "Number of command queues.")]
+        """
+
+    @hookspec
+    def sol_deploy_targets(self) -> Iterable[DeployTarget]:
+        """Return the ``sol.deploy`` targets (standalone C libraries) this backend can build.
+
+        Each target's ``device_type`` must equal the plugin's entry-point name;
+        only plugins in the ``sol.backends`` group implement this hook.
+
+        Example::
+
+            import sol
+            from sol.records import DeployTarget
+
+            class MyDevTarget(DeployTarget):
+                device_type = "mydev"
+                description = "MyDev boards, cross-compiled with mydev-linux-gnu-g++"
+                install_hint = "apt install g++-mydev-linux-gnu"
+                options = {"gcc::march": "mydev2", "gcc::mtune": "generic"}
+                notes = ("the generated code needs no library beyond libc, libm and libgomp",)
+
+                def compiler(self):
+                    return ["mydev-linux-gnu-g++"]
+
+                def binutils_prefix(self):
+                    return "mydev-linux-gnu-"
+
+                def flavour(self):
+                    from sol.codegen import CpuFlavour  # lazy: importing the plugin stays cheap
+
+                    return CpuFlavour("mydev")
+
+            @sol.hookimpl
+            def sol_deploy_targets():
+                return [MyDevTarget()]
         """

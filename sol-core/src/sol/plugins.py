@@ -29,7 +29,7 @@ from . import log
 from ._version import __version__
 from .errors import SolPluginError
 from .hookspecs import PROJECT_NAME, SolSpecs
-from .records import Backend, ConfigKey, Frontend, PluginInfo
+from .records import Backend, ConfigKey, DeployTarget, Frontend, PluginInfo
 
 GROUPS = {"sol.backends": "backend", "sol.frontends": "frontend"}
 CORE_DISTRIBUTION = "sol-core"
@@ -89,6 +89,7 @@ class PluginRegistry:
         self.backends: dict[str, Backend] = {}
         self.frontends: dict[str, Frontend] = {}
         self.config_keys: list[ConfigKey] = []
+        self.deploy_targets: dict[str, DeployTarget] = {}
         eps = installed_entry_points() if entry_points is None else list(entry_points)
         self._load_all(eps)
 
@@ -179,8 +180,9 @@ class PluginRegistry:
         except Exception as exc:
             self.manager.unregister(module)
             return self._fail(cand, f"hook validation failed: {exc}", exc)
-        backends, frontends, keys = provided
+        backends, frontends, keys, targets = provided
         self.backends.update(backends)
+        self.deploy_targets.update(targets)
         self.frontends.update(frontends)
         self.config_keys.extend(keys)
         self._record(cand, status="ok", hooks=tuple(sorted(_hook_names(self.manager, module))))
@@ -193,12 +195,14 @@ class PluginRegistry:
                 unknown.append(hook_name)
         return sorted(unknown)
 
-    def _collect(self, module: ModuleType, cand: _Candidate) -> tuple[dict[str, Backend], dict[str, Frontend], list[ConfigKey]]:
+    def _collect(self, module: ModuleType, cand: _Candidate) -> tuple[
+            dict[str, Backend], dict[str, Frontend], list[ConfigKey], dict[str, DeployTarget]]:
         """Call this plugin's hooks once and validate every record it returns."""
         name = cand.entry_point.name
         backends: dict[str, Backend] = {}
         frontends: dict[str, Frontend] = {}
         keys: list[ConfigKey] = []
+        targets: dict[str, DeployTarget] = {}
 
         def call(hook: str) -> list[Any]:
             fn = getattr(module, hook, None)
@@ -238,11 +242,26 @@ class PluginRegistry:
             if key.component != name:
                 raise SolPluginError(f"config key {key.name!r} must be named '{name}::...'")
             keys.append(key)
+        for target in call("sol_deploy_targets"):
+            if not isinstance(target, DeployTarget):
+                raise SolPluginError(f"sol_deploy_targets() returned {target!r}, which is not a sol.records.DeployTarget")
+            if cand.kind != "backend":
+                raise SolPluginError("sol_deploy_targets() is implemented by a plugin in the sol.frontends group")
+            if target.device_type != name:
+                raise SolPluginError(f"deploy target {target.device_type!r} does not match its entry-point name {name!r}")
+            if target.device_type in targets:
+                raise SolPluginError(f"sol_deploy_targets() returned two targets for {name!r}")
+            if not target.description or not target.install_hint:
+                raise SolPluginError(f"deploy target {name!r} needs a description and an install_hint")
+            bad = [key for key in target.options if "::" not in key]
+            if bad:
+                raise SolPluginError(f"deploy target {name!r} declares options without a component: {', '.join(bad)}")
+            targets[name] = target
         if cand.kind == "backend" and not backends:
             raise SolPluginError("a plugin in the sol.backends group must return a backend from sol_backends()")
         if cand.kind == "frontend" and not frontends:
             raise SolPluginError("a plugin in the sol.frontends group must return a frontend from sol_frontends()")
-        return backends, frontends, keys
+        return backends, frontends, keys, targets
 
 
 def _hook_names(manager: pluggy.PluginManager, module: ModuleType) -> list[str]:

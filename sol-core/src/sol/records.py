@@ -114,6 +114,15 @@ class Backend:
         """Versions of the toolchains and libraries this backend uses."""
         return {}
 
+    def flavour(self) -> Any:
+        """The code-generation flavour (a ``sol.codegen.Flavour``) for this device type.
+
+        None (the default) means sol-core's generic flavour for host CPU types;
+        a device with its own toolchain returns its own (see the flavours in
+        ``sol.codegen.flavours``).
+        """
+        return None
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} backend {self.name!r}>"
 
@@ -146,6 +155,64 @@ class Frontend:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} frontend {self.name!r}>"
+
+
+class DeployTarget:
+    """How ``sol.deploy`` builds a standalone C library for one device type.
+
+    A backend returns instances from its ``sol_deploy_targets`` hook; the
+    deploy driver knows nothing device-specific beyond this interface, so a
+    new device type deploys without touching sol-core. The methods are called
+    at deploy time (never while plugins load), so they may read
+    ``sol.config`` and probe the toolchain.
+
+    ``options``: the ``sol.deploy(options=...)`` keys the target accepts and
+    their defaults; ``"gcc::<flag>": value`` becomes ``-<flag>=value``
+    (``gcc::march`` -> ``-march=...``). ``install_hint``: what to install
+    when the compiler is missing. ``notes``: how the libraries the target's
+    code needs are provided (linked statically, shipped beside the library,
+    or avoided), shown to the user.
+    """
+
+    device_type: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    install_hint: ClassVar[str] = ""
+    options: ClassVar[Mapping[str, str]] = {}
+    notes: ClassVar[tuple[str, ...]] = ()
+
+    def compiler(self) -> list[str]:
+        """argv of a GCC-compatible C++ compiler (-c, -shared, -fPIC, -fopenmp, -fvisibility)."""
+        raise NotImplementedError
+
+    def flags(self) -> list[str]:
+        """Compiler flags of every deployed library besides the ``gcc::`` options."""
+        return ["-O3", "-fopenmp"]
+
+    def binutils_prefix(self) -> str:
+        """Prepended to ar, nm, objcopy and readelf (``"aarch64-linux-gnu-"`` for the cross binutils)."""
+        return ""
+
+    def flavour(self) -> Any:
+        """The `sol.codegen.Flavour` the library's code is generated with (library-free: see ``notes``)."""
+        raise NotImplementedError
+
+    def emulator(self) -> list[str] | None:
+        """argv prefix that runs a program built for the target on this machine ([]: natively; None: cannot)."""
+        return None
+
+    # -- derived, not meant to be overridden ------------------------------------
+    def tool(self, name: str) -> str:
+        """The binutils program ``name`` (ar, nm, objcopy, readelf) for this target."""
+        return self.binutils_prefix() + name
+
+    def option_flags(self, options: Mapping[str, str]) -> list[str]:
+        """Compiler flags of the ``gcc::`` options (the defaults overridden by ``options``)."""
+        merged = {**self.options, **options}
+        return [f"-{key.split('::', 1)[1]}={value}" for key, value in merged.items()
+                if key.startswith("gcc::") and value]
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} deploy target {self.device_type!r}>"
 
 
 @dataclasses.dataclass

@@ -10,6 +10,11 @@
   cluster (or a model output) is materialised.
 * reshape is a free alias of its (contiguous) input, except where its result
   must be a buffer of its own (a model output).
+* with a DNN module (``Flavour.dnn``), every layer the library accepts is a
+  DNN cluster: one library call, with the following elementwise layers the
+  library fuses (bias, activation, residual add) as post-ops. A post-op
+  continues the chain only while the previous value has no other reader,
+  because the library never materialises intermediate values.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..ir import Graph, Layer, Tensor
+from .dnn import DnnCall, DnnModule
 from .kernels import EXPRESSIONS, elementwise_operands
+from .layout import Layouts, plan_layouts
 
 ALIAS_OPS = frozenset({"reshape"})
 
@@ -29,6 +36,8 @@ class Cluster:
     epilogue: list[Layer] = field(default_factory=list)
     #: reshape as a free view: no code, the output shares the input's storage
     alias: bool = False
+    #: a library call of the flavour's DNN module (anchor + post-ops), else generated DFP code
+    dnn: DnnCall | None = None
 
     @property
     def layers(self) -> list[Layer]:
@@ -39,7 +48,7 @@ class Cluster:
 
     def title(self) -> str:
         names = " -> ".join(f"{layer.name} ({layer.op})" for layer in self.layers)
-        return ("alias " if self.alias else "") + names
+        return ("alias " if self.alias else "DNN " if self.dnn else "") + names
 
 
 @dataclass
@@ -48,6 +57,8 @@ class Programs:
     main: list[Cluster]
     #: the model outputs as the plan sees them (copies inserted where an output is not a fresh main value)
     outputs: list[Tensor]
+    #: memory order of every tensor that is not plain row-major (see `sol.codegen.layout`)
+    layouts: Layouts = field(default_factory=dict)
 
 
 def split_programs(graph: Graph) -> tuple[list[Layer], list[Layer], list[Tensor]]:
@@ -76,18 +87,31 @@ def split_programs(graph: Graph) -> tuple[list[Layer], list[Layer], list[Tensor]
     return prepare, main, outputs
 
 
-def cluster(layers: Sequence[Layer], available: set[int], outputs: Sequence[Tensor]) -> list[Cluster]:
-    """Depth-first clusters of ``layers`` (topologically ordered); ``available``: tensors in memory before them."""
+def cluster(layers: Sequence[Layer], available: set[int], outputs: Sequence[Tensor],
+            dnn: DnnModule | None = None, static: frozenset[int] = frozenset()) -> list[Cluster]:
+    """Depth-first clusters of ``layers`` (topologically ordered); ``available``: tensors in memory before them.
+
+    ``static``: the parameters and the values derived from them only (what a library call may pack).
+    """
     available = set(available)
     output_ids = {id(t) for t in outputs}
+    readers: dict[int, int] = {}
+    for layer in layers:
+        for t in layer.inputs:
+            readers[id(t)] = readers.get(id(t), 0) + 1
     assigned: set[int] = set()
     clusters: list[Cluster] = []
+    calls = 0
     for i, layer in enumerate(layers):
         if id(layer) in assigned:
             continue
         assigned.add(id(layer))
         if layer.op in ALIAS_OPS and id(layer.outputs[0]) not in output_ids:
             current = Cluster(layer, alias=True)
+        elif dnn is not None and runs_in_library(dnn, layer, static):
+            current = Cluster(layer, dnn=DnnCall(calls, layer))
+            calls += 1
+            _grow_post_ops(current, dnn, layers[i + 1:], available, assigned, readers, output_ids)
         else:
             current = Cluster(layer)
             if len(layer.outputs) == 1:
@@ -120,10 +144,39 @@ def _grow(current: Cluster, later: Sequence[Layer], available: set[int], assigne
             registers.add(id(layer.outputs[0]))
 
 
-def plan_programs(graph: Graph) -> Programs:
+def runs_in_library(dnn: DnnModule, layer: Layer, static: set[int] | frozenset[int]) -> bool:
+    """The module accepts the layer and its packed inputs are parameters (or derived from them only)."""
+    return dnn.accepts(layer) and all(
+        layer.inputs[i].kind in ("param", "const") or id(layer.inputs[i]) in static for i in dnn.static_inputs(layer))
+
+
+def _grow_post_ops(current: Cluster, dnn: DnnModule, later: Sequence[Layer], available: set[int], assigned: set[int],
+                   readers: dict[int, int], output_ids: set[int]) -> None:
+    """Append the chain of layers the library fuses into the call (each reads the previous value, its only reader)."""
+    call = current.dnn
+    assert call is not None
+    value = current.anchor.outputs[0]
+    for layer in later:
+        if readers.get(id(value), 0) != 1 or id(value) in output_ids:
+            return
+        if id(layer) in assigned or not any(t is value for t in layer.inputs):
+            continue
+        others_ready = all(t is value or id(t) in available or t.kind in ("input", "param", "const")
+                           for t in layer.inputs)
+        if not (others_ready and dnn.fuses(call, value, layer)):
+            return
+        call.post_ops.append(layer)
+        current.epilogue.append(layer)
+        assigned.add(id(layer))
+        value = layer.outputs[0]
+
+
+def plan_programs(graph: Graph, dnn: DnnModule | None = None) -> Programs:
     prepare_layers, main_layers, outputs = split_programs(graph)
     base = {id(t) for t in graph.params.values()}
-    prepare = cluster(prepare_layers, base, [])
     derived = base | {id(t) for layer in prepare_layers for t in layer.outputs}
-    main = cluster(main_layers, derived | {id(t) for t in graph.inputs}, outputs)
-    return Programs(prepare, main, outputs)
+    main_layers, layouts = plan_layouts(main_layers, outputs, dnn,
+                                        lambda layer: dnn is not None and runs_in_library(dnn, layer, derived))
+    prepare = cluster(prepare_layers, base, [])
+    main = cluster(main_layers, derived | {id(t) for t in graph.inputs}, outputs, dnn, frozenset(derived))
+    return Programs(prepare, main, outputs, layouts)

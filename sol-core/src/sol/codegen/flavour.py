@@ -11,13 +11,19 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .nest import Block, Loop, Node
+
+if TYPE_CHECKING:  # the DNN interface names KernelContext, whose module imports this one
+    from .dnn import DnnModule
 
 #: The math functions generated code may call as ``sol_<flavour>_<fn>``; a prelude defines them all.
 MATH_FUNCTIONS = (
     "exp", "expm1", "log", "log1p", "sqrt", "tanh", "erf", "abs", "pow", "floor", "ceil", "trunc", "fmod",
     "isnan",
+    # trigonometric/hyperbolic, rounding and classification (ONNX's math ops)
+    "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "round", "isinf",
 )
 
 
@@ -29,6 +35,8 @@ class Flavour(abc.ABC):
     #: file name suffixes of the source and the built artifact
     source_suffix = ".cpp"
     library_suffix = ".so"
+    #: library calls for Conv/Linear/MatMul (None: everything is generated DFP code)
+    dnn: DnnModule | None = None
 
     def math(self, fn: str) -> str:
         """The macro name generated code calls for a math function."""
@@ -56,9 +64,12 @@ class Flavour(abc.ABC):
     def toolchain_id(self) -> str:
         """Everything about the toolchain that changes the artifact (compiler, version, flags), for the cache key."""
 
+    #: ELF visibility of the entry points; sol.deploy sets "hidden" to export only its own API
+    visibility = "default"
+
     def exported(self) -> str:
         """The declaration prefix of an exported entry point."""
-        return 'extern "C" __attribute__((visibility("default")))'
+        return f'extern "C" __attribute__((visibility("{self.visibility}")))'
 
     # -- mapping the loop-nest model --------------------------------------
     def annotate(self, nodes: Sequence[Node]) -> None:

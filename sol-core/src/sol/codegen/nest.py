@@ -82,6 +82,14 @@ def nest(variables: Sequence[str], extents: Sequence[str], body: list[Node], *, 
     return inner
 
 
+def nest_in_order(variables: Sequence[str], extents: Sequence[str], body: list[Node], order: Sequence[int] | None,
+                  **kwargs: object) -> list[Node]:
+    """`nest` with the loops in ``order`` (a tensor's memory order), so the innermost loop is unit-stride."""
+    if order is None or list(order) == list(range(len(variables))):
+        return nest(variables, extents, body, **kwargs)  # type: ignore[arg-type]
+    return nest([variables[d] for d in order], [extents[d] for d in order], body, **kwargs)  # type: ignore[arg-type]
+
+
 def walk(nodes: Sequence[Node]) -> Iterator[Node]:
     for n in nodes:
         yield n

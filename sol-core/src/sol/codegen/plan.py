@@ -8,6 +8,7 @@ from .. import log
 from ..ir import Graph
 from . import cexpr
 from .cluster import Programs, plan_programs
+from .flavour import Flavour
 from .memory import MemoryPlan, plan_memory
 
 _log = log.get("codegen")
@@ -27,14 +28,17 @@ class Plan:
 
     def summary(self) -> str:
         ws, unshared = self.memory.workspace, self.memory.unshared
+        calls = len([c for c in self.programs.main if c.dnn])
         return (f"{len(self.graph.layers)} layers -> {len([c for c in self.programs.main if not c.alias])} clusters "
+                f"({calls} library calls, {len(self.programs.layouts)} tensors not plain) "
                 f"(+{len([c for c in self.programs.prepare if not c.alias])} in prepare); workspace peak "
                 f"{ws.a}*N + {ws.c} bytes (without reuse {unshared.a}*N + {unshared.c}); "
                 f"derived parameters {self.memory.derived_bytes} bytes")
 
 
-def plan(graph: Graph) -> Plan:
-    programs = plan_programs(graph)
+def plan(graph: Graph, flavour: Flavour | None = None) -> Plan:
+    """Clusters, layouts and memory of ``graph``; the flavour's DNN module (if any) takes the library layers."""
+    programs = plan_programs(graph, flavour.dnn if flavour is not None else None)
     memory = plan_memory(programs, graph.inputs, list(graph.params.values()))
     result = Plan(graph, programs, memory, "sol_" + cexpr.identifier(graph.name).strip("_").lower())
     _log.info("plan of %s: %s", graph.name, result.summary())

@@ -17,6 +17,7 @@ from .._version import __version__
 from ..ir import Graph, Layer, Tensor
 from . import cexpr
 from .cluster import Cluster, Programs
+from .dnn import DnnCode
 from .flavour import Flavour
 from .kernels import EXPRESSIONS, KernelContext, elementwise_operands, emit_layer
 from .memory import MemoryPlan, materialised
@@ -83,8 +84,9 @@ class _Namer:
         return name
 
 
-def generate(graph: Graph, programs: Programs, memory: MemoryPlan, flavour: Flavour, prefix: str) -> str:
-    """The complete source of one model's shared library."""
+def generate(graph: Graph, programs: Programs, memory: MemoryPlan, flavour: Flavour, prefix: str,
+             profile: bool = False) -> str:
+    """The complete source of one model's shared library (``profile``: time every forward cluster)."""
     needed = materialised(programs)
     namer = _Namer()
     consts: dict[int, ConstArray] = {}
@@ -93,20 +95,36 @@ def generate(graph: Graph, programs: Programs, memory: MemoryPlan, flavour: Flav
             for t in layer.inputs:
                 if t.kind == "const" and id(t) not in consts:
                     consts[id(t)] = _const_array(t, namer)
+    calls = [c for c in programs.main if c.dnn is not None]
+    # prepare packs the library calls' static weights, so it needs their pointers too
+    packed = [c.anchor.inputs[i] for c in calls for i in (flavour.dnn.static_inputs(c.anchor) if flavour.dnn else ())]
+    pre_pointers, pre_kc = _pointers(graph, programs.prepare, memory, consts, flavour, namer, True, packed,
+                                     programs.layouts)
+    fwd_pointers, fwd_kc = _pointers(graph, programs.main, memory, consts, flavour, namer, False, [], programs.layouts)
+    library: dict[int, DnnCode] = {}
+    for c in calls:
+        assert flavour.dnn is not None and c.dnn is not None
+        library[id(c)] = flavour.dnn.render(c.dnn, fwd_kc, pre_kc)
     rendered = []
-    for name, clusters, doc, signature in (
+    for name, clusters, doc, signature, pointers, kc in (
         ("prepare", programs.prepare, "prepare: derived parameters from the parameters (run when they change)",
-         PREPARE_SIGNATURE),
-        ("forward", programs.main, "forward: one inference", FORWARD_SIGNATURE),
+         PREPARE_SIGNATURE, pre_pointers, pre_kc),
+        ("forward", programs.main, "forward: one inference", FORWARD_SIGNATURE, fwd_pointers, fwd_kc),
     ):
-        pointers, kc = _pointers(graph, clusters, memory, consts, flavour, namer, name == "prepare")
         items = []
         for index, c in enumerate(clusters):
             if c.alias:
                 continue
-            nodes = _cluster_nodes(c, kc, needed)
-            flavour.annotate(nodes)
+            if id(c) in library:
+                nodes: list[Node] = [Stmt(line) for line in library[id(c)].forward]
+            else:
+                nodes = _cluster_nodes(c, kc, needed)
+                flavour.annotate(nodes)
             items.append(RenderedCluster(index, c.title(), nodes))
+        if name == "prepare":
+            packing = [Stmt(line) for code in library.values() for line in code.prepare]
+            if packing:
+                items.append(RenderedCluster(len(clusters), "library calls: pack weights", packing))
         rendered.append(RenderedProgram(name, doc, signature, pointers, items))
     return render(
         "module.j2",
@@ -121,6 +139,9 @@ def generate(graph: Graph, programs: Programs, memory: MemoryPlan, flavour: Flav
         main=[c for c in programs.main if not c.alias],
         workspace_c=memory.workspace.c_expr(),
         derived_bytes=memory.derived_bytes,
+        library_globals=[line for code in library.values() for line in code.globals],
+        library_init=[line for code in library.values() for line in code.init],
+        profile=profile,
     )
 
 
@@ -132,37 +153,39 @@ def _const_array(t: Tensor, namer: _Namer) -> ConstArray:
 
 
 def _pointers(graph: Graph, clusters: Sequence[Cluster], memory: MemoryPlan, consts: dict[int, ConstArray],
-              flavour: Flavour, namer: _Namer, prepare: bool) -> tuple[list[str], KernelContext]:
+              flavour: Flavour, namer: _Namer, prepare: bool, extra: Sequence[Tensor],
+              layouts: dict[int, tuple[int, ...]]) -> tuple[list[str], KernelContext]:
     """Typed pointer declarations for every tensor the program touches; the KernelContext that names them."""
     lines: list[str] = []
     names: dict[int, str] = {}
-    for c in clusters:
-        for layer in c.layers:
-            for t in [*layer.inputs, *layer.outputs]:
-                if id(t) in names:
-                    continue
-                if t.kind == "const":
-                    names[id(t)] = consts[id(t)].var
-                    continue
-                where = memory.of(t)
-                if where is None:
-                    continue  # a register of its cluster
-                ct = cexpr.ctype(t.dtype, f"tensor {t.name}")
-                var = namer(f"t_{t.name}")
-                names[id(t)] = var
-                if where.kind == "input":
-                    src, const = f"inputs[{where.index}]", True
-                elif where.kind == "param":
-                    src, const = f"params[{where.index}]", True
-                elif where.kind == "output":
-                    src, const = f"outputs[{where.index}]", False
-                elif where.kind == "derived":
-                    src, const = f"derived + {where.offset.c}", not prepare
-                else:
-                    src, const = f"(char*)workspace + {where.offset.c_expr()}", False
-                qual = "const " if const else ""
-                lines.append(f"{qual}{ct}* {var} = ({qual}{ct}*)({src});  // {t.name} {list(t.shape)} ({where.kind})")
-    return lines, KernelContext(flavour, names)
+    touched = [t for c in clusters for layer in c.layers for t in [*layer.inputs, *layer.outputs]]
+    for t in [*touched, *extra]:
+        if id(t) in names:
+            continue
+        if t.kind == "const":
+            names[id(t)] = consts[id(t)].var
+            continue
+        where = memory.of(t)
+        if where is None:
+            continue  # a register of its cluster
+        ct = cexpr.ctype(t.dtype, f"tensor {t.name}")
+        var = namer(f"t_{t.name}")
+        names[id(t)] = var
+        if where.kind == "input":
+            src, const = f"inputs[{where.index}]", True
+        elif where.kind == "param":
+            src, const = f"params[{where.index}]", True
+        elif where.kind == "output":
+            src, const = f"outputs[{where.index}]", False
+        elif where.kind == "derived":
+            src, const = f"derived + {where.offset.c}", not prepare
+        else:
+            src, const = f"(char*)workspace + {where.offset.c_expr()}", False
+        qual = "const " if const else ""
+        order = f" order {list(layouts[id(t)])}" if id(t) in layouts else ""
+        lines.append(f"{qual}{ct}* {var} = ({qual}{ct}*)({src});  // {t.name} {list(t.shape)}{order} "
+                     f"({where.kind})")
+    return lines, KernelContext(flavour, names, layouts)
 
 
 def _cluster_nodes(c: Cluster, kc: KernelContext, needed: set[int]) -> list[Node]:

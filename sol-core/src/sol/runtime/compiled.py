@@ -21,7 +21,8 @@ from ..ir import BATCH, Graph, Size, Tensor, evaluate
 from .library import ModelLibrary, pointer_array
 
 _ALIGN = 64
-_STATUS = {1: "an index is out of range (embedding lookup)"}
+_STATUS = {1: "an index is out of range (embedding lookup)",
+           2: "a library call (e.g. oneDNN) failed; run with SOL_LOG=DEBUG and check stderr"}
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,20 @@ class CompiledModel:
         self.prepare(param_ptrs)
         self.run([a.ctypes.data for a in arrays], param_ptrs, [o.ctypes.data for o in outputs], batch)
         return outputs
+
+    def profile(self) -> list[tuple[str, float]]:
+        """(cluster title, seconds summed over all forward calls) of a model built with ``compiler::profile``."""
+        if self.library.profile is None:
+            raise SolInputError(f"model {self.graph.name!r} was built without profiling; set "
+                                "sol.config['compiler::profile'] = True before sol.optimize")
+        import ctypes
+
+        count = int(self.library.profile(None, 0))
+        seconds = (ctypes.c_double * max(count, 1))()
+        self.library.profile(seconds, count)
+        titles = list(getattr(self, "metadata", {}).get("clusters", []))
+        titles += [f"cluster {i}" for i in range(len(titles), count)]
+        return [(titles[i], float(seconds[i])) for i in range(count)]
 
     def seed(self, seed: int) -> None:
         self.library.seed(int(seed))

@@ -27,6 +27,9 @@ class ModelLibrary:
         self.derived_size = self._fn("derived_size", ctypes.c_int64, [])
         self.prepare = self._fn("prepare", ctypes.c_int, [_VOIDP, _PTRS, ctypes.c_int64])
         self.forward = self._fn("forward", ctypes.c_int, [_VOIDP, _PTRS, _PTRS, _PTRS, _VOIDP, ctypes.c_int64])
+        # only in models built with compiler::profile
+        self.profile = (self._fn("profile", ctypes.c_int64, [ctypes.POINTER(ctypes.c_double), ctypes.c_int64])
+                        if hasattr(self._lib, f"{prefix}_profile") else None)
 
     def _fn(self, name: str, restype: object, argtypes: list[object]):  # type: ignore[no-untyped-def]
         symbol = f"{self.prefix}_{name}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...ir import Layer
 from ..nest import Node
-from . import attention, dense, elementwise, movement, pool, reduce  # noqa: F401  (register kernels)
+from . import attention, dense, elementwise, indexing, math_extra, movement, pool, reduce  # noqa: F401  (register kernels)
 from .base import EXPRESSIONS, KERNELS, KernelContext
 from .elementwise import elementwise_kernel, elementwise_operands
 

@@ -20,10 +20,16 @@ from ..nest import Node
 class KernelContext:
     """Names of materialised tensors in the generated function, and small helpers."""
 
-    def __init__(self, flavour: Flavour, pointers: dict[int, str]) -> None:
+    def __init__(self, flavour: Flavour, pointers: dict[int, str], layouts: dict[int, tuple[int, ...]] | None = None) -> None:
         self.flavour = flavour
         self._pointers = pointers
+        #: tensor id -> memory order of its dims (outermost first); absent: plain row-major
+        self._layouts = layouts or {}
         self._counter = itertools.count()
+
+    def layout(self, tensor: Tensor) -> tuple[int, ...]:
+        """The memory order of ``tensor``'s dims, outermost first."""
+        return self._layouts.get(id(tensor), tuple(range(tensor.rank)))
 
     def ptr(self, tensor: Tensor) -> str:
         try:
@@ -32,8 +38,11 @@ class KernelContext:
             raise AssertionError(f"tensor {tensor.name} is not materialised") from None
 
     def load(self, tensor: Tensor, index: Sequence[str]) -> str:
-        """``tensor[index]`` for a full multi-index of ``tensor``."""
-        return f"{self.ptr(tensor)}[{cexpr.linear(index, tensor.shape)}]"
+        """``tensor[index]`` for a full (logical) multi-index of ``tensor``, in the tensor's memory layout."""
+        order = self._layouts.get(id(tensor))
+        if order is None:
+            return f"{self.ptr(tensor)}[{cexpr.linear(index, tensor.shape)}]"
+        return f"{self.ptr(tensor)}[{cexpr.linear([index[d] for d in order], [tensor.shape[d] for d in order])}]"
 
     def load_broadcast(self, tensor: Tensor, index: Sequence[str], out_shape: Sequence[Size]) -> str:
         """``tensor`` read at an output multi-index under numpy broadcasting."""

@@ -12,7 +12,7 @@ import math
 
 from ...ir import Layer
 from .. import cexpr
-from ..nest import Emit, Node, index_vars, nest
+from ..nest import Emit, Node, index_vars, nest_in_order
 from .base import KernelContext, ctype_of, expression, kernel, unsupported
 
 
@@ -218,7 +218,8 @@ def elementwise_kernel(layer: Layer, kc: KernelContext) -> list[Node]:
     operands = elementwise_operands(layer)
     args = [kc.load_broadcast(t, idx, out.shape) if i in operands else "" for i, t in enumerate(layer.inputs)]
     value = EXPRESSIONS[layer.op](layer, args, tuple(idx), kc)
-    return nest(idx, [cexpr.size(s) for s in out.shape], [Emit(value, tuple(idx))])
+    # loops in the output's memory order: unit-stride stores (and loads, when the operands share the layout)
+    return nest_in_order(idx, [cexpr.size(s) for s in out.shape], [Emit(value, tuple(idx))], kc.layout(out))
 
 
 kernel("batch_norm")(elementwise_kernel)

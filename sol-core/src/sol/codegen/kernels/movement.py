@@ -7,13 +7,15 @@ import sympy
 from ...ir import Layer
 from ...ir.ops._shapes import normalize_axis
 from .. import cexpr
-from ..nest import Emit, Node, Stmt, index_vars, nest
+from ..nest import Emit, Node, Stmt, index_vars, nest, nest_in_order
 from .base import KernelContext, kernel
 
 
-def _copy_nest(out_shape: tuple, value_index_fn, emit_index_fn, output: int = 0) -> list[Node]:  # type: ignore[no-untyped-def]
+def _copy_nest(out_shape: tuple, value_index_fn, emit_index_fn, output: int = 0, order=None) -> list[Node]:  # type: ignore[no-untyped-def]
+    """A gather per element; ``order``: the loop order (a memory order, so the innermost loop is unit-stride)."""
     idx = index_vars("i", len(out_shape))
-    return nest(idx, [cexpr.size(s) for s in out_shape], [Emit(value_index_fn(idx), tuple(emit_index_fn(idx)), output)])
+    body: list[Node] = [Emit(value_index_fn(idx), tuple(emit_index_fn(idx)), output)]
+    return nest_in_order(idx, [cexpr.size(s) for s in out_shape], body, order)
 
 
 @kernel("reshape")
@@ -54,7 +56,7 @@ def slice_(layer: Layer, kc: KernelContext) -> list[Node]:
         src[axis] = cexpr.add(cexpr.mul(i[axis], str(step)), str(start))
         return kc.load(x, src)
 
-    return _copy_nest(out.shape, source, lambda i: i)
+    return _copy_nest(out.shape, source, lambda i: i, order=kc.layout(out))
 
 
 @kernel("concat")
@@ -72,7 +74,7 @@ def concat(layer: Layer, kc: KernelContext) -> list[Node]:
             dst[axis] = cexpr.add(i[axis], off)
             return dst
 
-        nodes += _copy_nest(t.shape, lambda i, t=t: kc.load(t, i), target)  # type: ignore[misc]
+        nodes += _copy_nest(t.shape, lambda i, t=t: kc.load(t, i), target, order=kc.layout(out))  # type: ignore[misc]
         offset = offset + t.shape[axis]
     return nodes
 
@@ -89,7 +91,7 @@ def split(layer: Layer, kc: KernelContext) -> list[Node]:
             src[axis] = cexpr.add(i[axis], str(off))
             return kc.load(x, src)
 
-        nodes += _copy_nest(out.shape, source, lambda i: i, output=k)
+        nodes += _copy_nest(out.shape, source, lambda i: i, output=k, order=kc.layout(out))
         offset += int(layer.attrs["sizes"][k])
     return nodes
 
@@ -122,7 +124,7 @@ def pad(layer: Layer, kc: KernelContext) -> list[Node]:
     else:
         value = kc.load(x, src)
     body.append(Emit(value, tuple(idx)))
-    return nest(idx, [cexpr.size(s) for s in out.shape], body)
+    return nest_in_order(idx, [cexpr.size(s) for s in out.shape], body, kc.layout(out))
 
 
 @kernel("channel_shuffle")
@@ -137,7 +139,7 @@ def channel_shuffle(layer: Layer, kc: KernelContext) -> list[Node]:
         src[1] = f"(({i[1]} % {groups}) * {per} + {i[1]} / {groups})"
         return kc.load(x, src)
 
-    return _copy_nest(out.shape, source, lambda i: i)
+    return _copy_nest(out.shape, source, lambda i: i, order=kc.layout(out))
 
 
 @kernel("embedding")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...ir import Layer
 from .. import cexpr
-from ..nest import Emit, Loop, Node, Stmt, index_vars, nest
+from ..nest import Block, Emit, Loop, Node, Stmt, index_vars, nest, nest_in_order
 from .base import KernelContext, ctype_of, kernel, spatial_padding
 
 
@@ -26,6 +26,8 @@ def pool(layer: Layer, kc: KernelContext) -> list[Node]:
     ins = [cexpr.size(s) for s in x.shape[lead:]]
     is_max = layer.op == "max_pool"
     acc_t = t if is_max else "double"
+    if lead == 2 and kc.layout(out) == kc.layout(x) == (0, *range(2, x.rank), 1):
+        return _pool_channels_last(layer, kc)
     in_index = ovars[:lead] + [f"h{d}" for d in range(r)]
     xv = kc.load(x, in_index)
     inner: list[Node] = [Stmt(f"acc = sol_max<{t}>(acc, {xv});" if is_max else f"acc += {xv};")]
@@ -39,18 +41,63 @@ def pool(layer: Layer, kc: KernelContext) -> list[Node]:
     elif layer.attrs.get("divisor_override"):
         value = f"({t})(acc / {float(layer.attrs['divisor_override'])!r})"
     else:
-        # PyTorch's divisor: window taps inside the input (or inside input+padding with count_include_pad);
-        # the extra right padding of ceil_mode never counts.
-        include = bool(layer.attrs.get("count_include_pad", True))
-        body.append(Stmt("int64_t cnt = 1;"))
-        for d in range(r):
-            lo, hi = (f"-{pads[d]}", f"{ins[d]} + {pads[d]}") if include else ("0", ins[d])
-            start = f"{ovars[lead + d]} * {stride[d]} - {pads[d]}"
-            body.append(Stmt(f"cnt *= sol_max<int64_t>(0, sol_min<int64_t>({start} + {kernel_sizes[d]}, {hi}) "
-                             f"- sol_max<int64_t>({start}, {lo}));"))
+        body += _divisor(layer, kernel_sizes, stride, pads, ins, ovars[lead:])
         value = f"({t})(acc / (double)cnt)"
     body.append(Emit(value, tuple(ovars)))
-    return nest(ovars, [cexpr.size(s) for s in out.shape], body, vector_last=False)
+    return nest_in_order(ovars, [cexpr.size(s) for s in out.shape], body, kc.layout(out), vector_last=False)
+
+
+def _divisor(layer: Layer, kernel_sizes: list[int], stride: list[int], pads: list[int], ins: list[str],
+             positions: list[str]) -> list[Node]:
+    """``cnt``: PyTorch's avg_pool divisor at one output position.
+
+    Window taps inside the input (or inside input+padding with count_include_pad); the extra right
+    padding of ceil_mode never counts.
+    """
+    include = bool(layer.attrs.get("count_include_pad", True))
+    body: list[Node] = [Stmt("int64_t cnt = 1;")]
+    for d, o in enumerate(positions):
+        lo, hi = (f"-{pads[d]}", f"{ins[d]} + {pads[d]}") if include else ("0", ins[d])
+        start = f"{o} * {stride[d]} - {pads[d]}"
+        body.append(Stmt(f"cnt *= sol_max<int64_t>(0, sol_min<int64_t>({start} + {kernel_sizes[d]}, {hi}) "
+                         f"- sol_max<int64_t>({start}, {lo}));"))
+    return body
+
+
+def _pool_channels_last(layer: Layer, kc: KernelContext) -> list[Node]:
+    """Channels-last pooling: per output pixel, the window taps outside and a SIMD loop over the channels inside."""
+    x, out = layer.inputs[0], layer.outputs[0]
+    t = ctype_of(out, layer)
+    kernel_sizes = [int(k) for k in layer.attrs["kernel"]]
+    r = len(kernel_sizes)
+    stride = [int(s) for s in (layer.attrs.get("stride") or kernel_sizes)]
+    dilation = [int(d) for d in (layer.attrs.get("dilation") or [1] * r)]
+    pads = [b for b, _ in spatial_padding(layer.attrs.get("padding", 0), r)]
+    channels = cexpr.static(x.shape[1], f"channels of {layer.name!r}")
+    ins = [cexpr.size(s) for s in x.shape[2:]]
+    positions = [f"o{d}" for d in range(r)]
+    is_max = layer.op == "max_pool"
+    acc_t = t if is_max else "double"
+    xv = kc.load(x, ["n", "c", *[f"h{d}" for d in range(r)]])
+    update = f"acc[c] = sol_max<{t}>(acc[c], {xv});" if is_max else f"acc[c] += {xv};"
+    inner: list[Node] = [Loop("c", str(channels), [Stmt(update)], vector=True)]
+    for d in reversed(range(r)):
+        check = Stmt(f"const int64_t h{d} = o{d} * {stride[d]} - {pads[d]} + k{d} * {dilation[d]}; "
+                     f"if (h{d} < 0 || h{d} >= {ins[d]}) continue;")
+        inner = [Loop(f"k{d}", str(kernel_sizes[d]), [check, *inner])]
+    init = _lowest(out.dtype, t) if is_max else "0"
+    body: list[Node] = [Stmt(f"alignas(64) {acc_t} acc[{channels}];"),
+                        Loop("c", str(channels), [Stmt(f"acc[c] = {init};")], vector=True), *inner]
+    if is_max:
+        value = "acc[c]"
+    elif layer.attrs.get("divisor_override"):
+        value = f"({t})(acc[c] / {float(layer.attrs['divisor_override'])!r})"
+    else:
+        body += _divisor(layer, kernel_sizes, stride, pads, ins, positions)
+        value = f"({t})(acc[c] / (double)cnt)"
+    body.append(Loop("c", str(channels), [Emit(value, ("n", "c", *positions))], vector=True))
+    return nest(["n", *positions], [cexpr.size(out.shape[0]), *(cexpr.size(s) for s in out.shape[2:])], [Block(body)],
+                vector_last=False)
 
 
 @kernel("adaptive_avg_pool", "adaptive_max_pool")

@@ -5,7 +5,8 @@ normalization, reduction, shape, attention, misc. Helpers shared by shape
 rules live in `_shapes`.
 """
 
-from . import attention, conv, elementwise, misc, normalization, pooling, reduction, shape
+from . import attention, conv, elementwise, indexing, math_extra, misc, normalization, pooling, reduction, reduction_extra, shape
 from .elementwise import IDENTITY_OPS
 
-__all__ = ["IDENTITY_OPS", "attention", "conv", "elementwise", "misc", "normalization", "pooling", "reduction", "shape"]
+__all__ = ["IDENTITY_OPS", "attention", "conv", "elementwise", "indexing", "math_extra", "misc", "normalization", "pooling",
+           "reduction", "reduction_extra", "shape"]

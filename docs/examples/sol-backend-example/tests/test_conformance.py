@@ -1,0 +1,5 @@
+from sol.testing import BackendConformance
+
+
+class TestExampleConformance(BackendConformance):
+    backend_name = "example"

@@ -1,0 +1,288 @@
+"""The oneDNN DNN module: Conv, ConvTranspose, Linear and MatMul as oneDNN primitives.
+
+Generated code fills a `sol_dnnl_desc` per call (dims as C expressions of
+the batch N) and calls the glue (``glue/sol_dnnl.h``): primitives are
+created once in ``<prefix>_init``, static weights are reordered into the
+format oneDNN picked (``format_tag::any``) once in prepare, and forward
+executes. Activations of convolutions are channels-last, which oneDNN's
+AVX2/AVX-512 kernels (brgconv, jit) run at near peak and which DFP code
+reads and writes directly, so reorders happen only at the model's edges.
+Elementwise layers after a call become oneDNN post-ops: eltwise
+(activations) and binary (residual adds, per-channel scales).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from sol.codegen import cexpr
+from sol.codegen.dnn import DnnCall, DnnCode, DnnModule
+from sol.codegen.kernels import KernelContext
+from sol.codegen.kernels.base import spatial_padding
+from sol.codegen.layout import channels_last
+from sol.ir import Layer, Size, Tensor
+
+MAX_DIMS = 8
+MAX_POST = 8
+
+#: SOL op -> the glue's eltwise algorithm (see sol_dnnl.h); parameters in `_eltwise`
+ELTWISE = {
+    "relu": "SOL_DNNL_RELU", "leaky_relu": "SOL_DNNL_RELU", "clamp": "SOL_DNNL_CLIP", "elu": "SOL_DNNL_ELU",
+    "gelu": "SOL_DNNL_GELU_ERF", "sigmoid": "SOL_DNNL_LOGISTIC", "tanh": "SOL_DNNL_TANH", "silu": "SOL_DNNL_SWISH",
+    "hardswish": "SOL_DNNL_HARDSWISH", "hardsigmoid": "SOL_DNNL_HARDSIGMOID",
+}
+#: SOL op -> the glue's binary algorithm; the call's value must be operand 0 of the non-commutative ones
+BINARY = {"add": "SOL_DNNL_ADD", "mul": "SOL_DNNL_MUL", "sub": "SOL_DNNL_SUB", "div": "SOL_DNNL_DIV",
+          "maximum": "SOL_DNNL_MAX", "minimum": "SOL_DNNL_MIN"}
+COMMUTATIVE = frozenset({"add", "mul", "maximum", "minimum"})
+_FLT_MAX = "3.402823466e+38f"
+
+
+def _float32(tensors: Sequence[Tensor]) -> bool:
+    return all(t.dtype == "float32" for t in tensors)
+
+
+class OneDnnModule(DnnModule):
+    name = "onednn"
+
+    def __init__(self, version: str = "") -> None:
+        self.version = version
+
+    def key(self) -> str:
+        return f"onednn {self.version}"
+
+    # -- planning ---------------------------------------------------------
+    def accepts(self, layer: Layer) -> bool:
+        if not _float32([*layer.inputs, *layer.outputs]) or len(layer.outputs) != 1:
+            return False
+        if layer.op == "conv":
+            return 3 <= layer.inputs[0].rank <= 5 and len(layer.inputs) >= 2
+        if layer.op == "conv_transpose":
+            r = layer.inputs[0].rank - 2
+            opad = [int(p) for p in layer.attrs.get("output_padding", [0] * r)]
+            pads = [int(p) for p in layer.attrs["padding"]]
+            # oneDNN's right padding is padding - output_padding; it must not be negative
+            return 1 <= r <= 3 and all(p >= o for p, o in zip(pads, opad, strict=True))
+        if layer.op == "linear":
+            return layer.inputs[0].rank >= 2
+        if layer.op == "matmul":
+            a, b = layer.inputs
+            return 2 <= a.rank <= MAX_DIMS and 2 <= b.rank <= MAX_DIMS
+        return False
+
+    def static_inputs(self, layer: Layer) -> Sequence[int]:
+        return (1,) if layer.op in ("conv", "conv_transpose", "linear") else ()
+
+    def input_layout(self, layer: Layer, index: int) -> tuple[int, ...] | None:
+        if layer.op in ("conv", "conv_transpose") and index == 0:
+            return channels_last(layer.inputs[0].rank)
+        return None
+
+    def output_layout(self, layer: Layer) -> tuple[int, ...] | None:
+        if layer.op in ("conv", "conv_transpose"):
+            return channels_last(layer.outputs[0].rank)
+        return None
+
+    def fuses(self, call: DnnCall, value: Tensor, layer: Layer) -> bool:
+        if len(call.post_ops) >= MAX_POST or not _float32([*layer.inputs, *layer.outputs]):
+            return False
+        if layer.outputs[0].shape != value.shape:
+            return False
+        if layer.op in ELTWISE:
+            return len(layer.inputs) == 1
+        if layer.op in BINARY and len(layer.inputs) == 2:
+            position = 0 if layer.inputs[0] is value else 1
+            other = layer.inputs[1 - position]
+            if other is value or (position == 1 and layer.op not in COMMUTATIVE):
+                return False
+            return _broadcast_kind(call.anchor, other, value) is not None
+        return False
+
+    # -- code -------------------------------------------------------------
+    def render(self, call: DnnCall, forward: KernelContext, prepare: KernelContext) -> DnnCode:
+        anchor, sym = call.anchor, call.symbol
+        fill = [f"static void {sym}_fill(int64_t N, sol_dnnl_desc* d) {{  // {anchor.name}: {anchor.op}",
+                "  (void)N;"]
+        fill += [f"  {line}" for line in self._describe(call, forward)]
+        fill.append("}")
+        static = bool(self.static_inputs(anchor))
+        x = anchor.inputs[0]
+        weights = anchor.inputs[1]
+        bias = anchor.inputs[2] if len(anchor.inputs) > 2 and anchor.op != "matmul" else None
+        code = DnnCode()
+        code.globals += [f"static void* {sym} = nullptr;", f"static int64_t {sym}_packed = 0;", *fill]
+        code.init += [
+            f"{sym} = sol_dnnl_create({sym}_fill, 1);",
+            f'if (!{sym}) {{ fprintf(stderr, "SOL: oneDNN rejected layer %s: %s\\n", "{anchor.name}", '
+            f"sol_dnnl_last_error()); return 1; }}",
+            f"{sym}_packed = sol_derived_reserve(sol_dnnl_packed_bytes({sym}));",
+        ]
+        if static:
+            code.prepare.append(f"if (sol_dnnl_pack({sym}, {prepare.ptr(weights)}, derived + {sym}_packed) != 0) "
+                                f"return SOL_STATUS_LIBRARY;  // {anchor.name}: weights into oneDNN's format")
+        binaries = [forward.ptr(_other(layer, value)) for layer, value in _post_values(call) if layer.op in BINARY]
+        post = f"const void* post[] = {{{', '.join(binaries)}}};" if binaries else "const void* const* post = nullptr;"
+        weights_arg = f"derived + {sym}_packed" if static else forward.ptr(weights)
+        bias_arg = forward.ptr(bias) if bias is not None else "nullptr"
+        code.forward += [
+            f"{{ {post}  // {sym_title(call)}",
+            f"  if (sol_dnnl_execute({sym}, N, {forward.ptr(x)}, {weights_arg}, {bias_arg}, post, "
+            f"{forward.ptr(call.output)}) != 0) return SOL_STATUS_LIBRARY; }}",
+        ]
+        return code
+
+    def _describe(self, call: DnnCall, kc: KernelContext) -> list[str]:
+        """Statements filling ``d`` for the batch ``N``."""
+        anchor = call.anchor
+        x, w, out = anchor.inputs[0], anchor.inputs[1], call.output
+        has_bias = anchor.op != "matmul" and len(anchor.inputs) > 2
+        lines = [f"d->op = {_OP[anchor.op]};", f"d->static_weights = {int(bool(self.static_inputs(anchor)))};",
+                 f"d->has_bias = {int(has_bias)};"]
+        if anchor.op in ("conv", "conv_transpose"):
+            r = x.rank - 2
+            groups = int(anchor.attrs.get("groups", 1))
+            lines += _tensor("d->src", x.shape, kc.layout(x))
+            lines += _tensor("d->dst", out.shape, kc.layout(out))
+            lines += _tensor("d->weights", *_conv_weights(anchor.op, w.shape, groups))
+            if has_bias:
+                lines += _tensor("d->bias", (anchor.outputs[0].shape[1],), (0,))
+            stride = [int(s) for s in anchor.attrs["stride"]]
+            dilation = [int(d) - 1 for d in anchor.attrs["dilation"]]
+            if anchor.op == "conv":
+                pads = spatial_padding(anchor.attrs["padding"], r)
+                left, right = [b for b, _ in pads], [e for _, e in pads]
+            else:
+                left = [int(p) for p in anchor.attrs["padding"]]
+                opad = [int(p) for p in anchor.attrs.get("output_padding", [0] * r)]
+                right = [p - o for p, o in zip(left, opad, strict=True)]
+            for name, values in (("stride", stride), ("dilation", dilation), ("pad_l", left), ("pad_r", right)):
+                lines += [f"d->{name}[{i}] = {v};" for i, v in enumerate(values)]
+        elif anchor.op == "linear":
+            rows = cexpr.mul(*(cexpr.size(s) for s in x.shape[:-1]))
+            lines += _tensor("d->src", (rows, x.shape[-1]), (0, 1))
+            lines += _tensor("d->weights", (x.shape[-1], w.shape[0]), (1, 0))  # [O, K] in memory is [K, O] transposed
+            lines += _tensor("d->dst", (rows, out.shape[-1]), (0, 1))
+            if has_bias:
+                lines += _tensor("d->bias", (1, w.shape[0]), (0, 1))
+        else:
+            rank = out.rank
+            a, b = (_padded(t.shape, rank) for t in anchor.inputs)
+            lines += _tensor("d->src", a, tuple(range(rank)))
+            lines += _tensor("d->weights", b, tuple(range(rank)))
+            lines += _tensor("d->dst", out.shape, tuple(range(rank)))
+        count = 0
+        for layer, value in _post_values(call):
+            p = f"d->post[{count}]"
+            if layer.op in ELTWISE:
+                alpha, beta = _eltwise(layer)
+                lines.append(f"{p}.kind = SOL_DNNL_ELTWISE; {p}.alg = {_eltwise_alg(layer)}; "
+                             f"{p}.alpha = {alpha}; {p}.beta = {beta};")
+            else:
+                other = _other(layer, value)
+                lines.append(f"{p}.kind = SOL_DNNL_BINARY; {p}.alg = {BINARY[layer.op]};")
+                lines += _tensor(f"{p}.src1", *_binary_operand(anchor, other, value, kc))
+            count += 1
+        lines.append(f"d->npost = {count};")
+        return lines
+
+
+_OP = {"conv": "SOL_DNNL_CONV", "conv_transpose": "SOL_DNNL_DECONV", "linear": "SOL_DNNL_MATMUL",
+       "matmul": "SOL_DNNL_MATMUL"}
+
+
+def sym_title(call: DnnCall) -> str:
+    return " -> ".join(f"{layer.name} ({layer.op})" for layer in [call.anchor, *call.post_ops])
+
+
+def _post_values(call: DnnCall) -> list[tuple[Layer, Tensor]]:
+    """Each post-op with the value it reads (the call's result so far)."""
+    value = call.anchor.outputs[0]
+    out = []
+    for layer in call.post_ops:
+        out.append((layer, value))
+        value = layer.outputs[0]
+    return out
+
+
+def _other(layer: Layer, value: Tensor) -> Tensor:
+    return layer.inputs[1] if layer.inputs[0] is value else layer.inputs[0]
+
+
+def _tensor(target: str, dims: Sequence[Size | str], order: Sequence[int]) -> list[str]:
+    values = ", ".join(d if isinstance(d, str) else cexpr.size(d) for d in dims)
+    return [f"{{ const int64_t dims[] = {{{values}}}; const int32_t order[] = {{{', '.join(map(str, order))}}}; "
+            f"sol_dnnl_tensor_set(&{target}, {len(dims)}, dims, order); }}"]
+
+
+def _padded(shape: Sequence[Size], rank: int) -> tuple[Size, ...]:
+    return (1,) * (rank - len(shape)) + tuple(shape)
+
+
+def _conv_weights(op: str, shape: Sequence[Size], groups: int) -> tuple[tuple[Size, ...], tuple[int, ...]]:
+    """oneDNN's logical weight dims ([G,] O, I, k...) and the memory order of PyTorch's tensor."""
+    k = tuple(shape[2:])
+    spatial = tuple(range(3 if groups > 1 else 2, (3 if groups > 1 else 2) + len(k)))
+    if op == "conv":  # PyTorch [O, I/g, k...] is oneDNN's (g)oihw, plain
+        if groups == 1:
+            return (shape[0], shape[1], *k), (0, 1, *spatial)
+        return (groups, int(shape[0]) // groups, shape[1], *k), (0, 1, 2, *spatial)
+    # conv_transpose: PyTorch [I, O/g, k...] is oneDNN's (g)oihw with I outside O
+    if groups == 1:
+        return (shape[1], shape[0], *k), (1, 0, *spatial)
+    return (groups, shape[1], int(shape[0]) // groups, *k), (0, 2, 1, *spatial)
+
+
+def _broadcast_kind(anchor: Layer, other: Tensor, value: Tensor) -> str | None:
+    """How a binary operand broadcasts to the call's result: full, channel, scalar (None: not as a post-op)."""
+    if other.rank > value.rank:
+        return None
+    shape = _padded(other.shape, value.rank)
+    if shape == value.shape:
+        return "full"
+    if all(s == 1 for s in shape):
+        return "scalar"
+    channel = 1 if anchor.op in ("conv", "conv_transpose") else value.rank - 1
+    if all(s == 1 or (i == channel and s == value.shape[i]) for i, s in enumerate(shape)):
+        return "channel"
+    return None
+
+
+def _binary_operand(anchor: Layer, other: Tensor, value: Tensor,
+                    kc: KernelContext) -> tuple[tuple[Size | str, ...], tuple[int, ...]]:
+    """dims and memory order of a binary post-op's src1, in the call's dst shape (linear: flattened rows)."""
+    kind = _broadcast_kind(anchor, other, value)
+    rank = value.rank
+    if anchor.op == "linear":
+        rows = cexpr.mul(*(cexpr.size(s) for s in value.shape[:-1]))
+        if kind == "full":
+            return (rows, value.shape[-1]), (0, 1)
+        return (1, value.shape[-1] if kind == "channel" else 1), (0, 1)
+    shape = _padded(other.shape, rank)
+    if kind == "full" and other.rank == rank:
+        return shape, kc.layout(other)
+    return shape, tuple(range(rank))  # broadcast operands (and rank-padded ones) are plain
+
+
+def _eltwise_alg(layer: Layer) -> str:
+    if layer.op == "gelu" and layer.attrs.get("approximate", "none") == "tanh":
+        return "SOL_DNNL_GELU_TANH"
+    return ELTWISE[layer.op]
+
+
+def _eltwise(layer: Layer) -> tuple[str, str]:
+    """(alpha, beta) of the oneDNN eltwise algorithm that computes ``layer``."""
+    a = layer.attrs
+    if layer.op == "leaky_relu":
+        return f"{float(a.get('negative_slope', 0.01))!r}f", "0.0f"
+    if layer.op == "clamp":
+        lo, hi = a.get("min"), a.get("max")
+        return (f"{float(lo)!r}f" if lo is not None and math.isfinite(lo) else f"-{_FLT_MAX}",
+                f"{float(hi)!r}f" if hi is not None and math.isfinite(hi) else _FLT_MAX)
+    if layer.op == "elu":
+        return f"{float(a.get('alpha', 1.0))!r}f", "0.0f"
+    if layer.op == "silu":
+        return "1.0f", "0.0f"
+    if layer.op in ("hardswish", "hardsigmoid"):
+        return "(1.0f / 6.0f)", "0.5f"
+    return "0.0f", "0.0f"

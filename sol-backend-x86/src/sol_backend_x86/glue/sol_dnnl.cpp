@@ -1,0 +1,225 @@
+// SOL's oneDNN glue (see sol_dnnl.h). Compiled once per toolchain, linked into every model library.
+#include "sol_dnnl.h"
+
+#include <dnnl.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+using dnnl::memory;
+using dt = memory::data_type;
+
+thread_local std::string last_error;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// Strides of a dense tensor from its memory order (order[0] outermost).
+memory::desc dense(const sol_dnnl_tensor& t) {
+  memory::dims dims(t.dims, t.dims + t.ndims), strides(t.ndims);
+  int64_t step = 1;
+  for (int i = t.ndims - 1; i >= 0; --i) {
+    strides[t.order[i]] = step;
+    step *= t.dims[t.order[i]];
+  }
+  return memory::desc(dims, dt::f32, strides);
+}
+
+memory::desc any_like(const sol_dnnl_tensor& t) {
+  return memory::desc(memory::dims(t.dims, t.dims + t.ndims), dt::f32, memory::format_tag::any);
+}
+
+dnnl::algorithm eltwise_alg(int alg) {
+  switch (alg) {
+    case SOL_DNNL_RELU: return dnnl::algorithm::eltwise_relu;
+    case SOL_DNNL_CLIP: return dnnl::algorithm::eltwise_clip;
+    case SOL_DNNL_ELU: return dnnl::algorithm::eltwise_elu;
+    case SOL_DNNL_GELU_ERF: return dnnl::algorithm::eltwise_gelu_erf;
+    case SOL_DNNL_GELU_TANH: return dnnl::algorithm::eltwise_gelu_tanh;
+    case SOL_DNNL_LOGISTIC: return dnnl::algorithm::eltwise_logistic;
+    case SOL_DNNL_TANH: return dnnl::algorithm::eltwise_tanh;
+    case SOL_DNNL_SWISH: return dnnl::algorithm::eltwise_swish;
+    case SOL_DNNL_HARDSWISH: return dnnl::algorithm::eltwise_hardswish;
+    case SOL_DNNL_HARDSIGMOID: return dnnl::algorithm::eltwise_hardsigmoid;
+    case SOL_DNNL_EXP: return dnnl::algorithm::eltwise_exp;
+    case SOL_DNNL_SQRT: return dnnl::algorithm::eltwise_sqrt;
+    case SOL_DNNL_ABS: return dnnl::algorithm::eltwise_abs;
+    default: return dnnl::algorithm::eltwise_linear;
+  }
+}
+
+dnnl::algorithm binary_alg(int alg) {
+  switch (alg) {
+    case SOL_DNNL_MUL: return dnnl::algorithm::binary_mul;
+    case SOL_DNNL_SUB: return dnnl::algorithm::binary_sub;
+    case SOL_DNNL_DIV: return dnnl::algorithm::binary_div;
+    case SOL_DNNL_MAX: return dnnl::algorithm::binary_max;
+    case SOL_DNNL_MIN: return dnnl::algorithm::binary_min;
+    default: return dnnl::algorithm::binary_add;
+  }
+}
+
+dnnl::primitive_attr attributes(const sol_dnnl_desc& d) {
+  dnnl::post_ops ops;
+  for (int i = 0; i < d.npost; ++i) {
+    const sol_dnnl_post& p = d.post[i];
+    if (p.kind == SOL_DNNL_BINARY) {
+      ops.append_binary(binary_alg(p.alg), dense(p.src1));
+    } else {
+      ops.append_eltwise(eltwise_alg(p.alg), p.alpha, p.beta);
+    }
+  }
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(ops);
+  return attr;
+}
+
+memory::dims spatial(const int64_t* values, int count) { return memory::dims(values, values + count); }
+
+struct Call {
+  sol_dnnl_fill fill = nullptr;
+  int op = 0;
+  bool static_weights = false;
+  memory::desc user_weights;    // the framework's weights as they lie in memory
+  memory::desc packed_weights;  // the format the creation primitive chose (static weights)
+  std::string impl;
+  std::mutex lock;  // guards the per-batch cache
+  std::map<int64_t, std::pair<dnnl::primitive, sol_dnnl_desc>> by_batch;
+
+  // The primitive for one descriptor; weights: `any` at creation, the packed format afterwards.
+  dnnl::primitive make(const sol_dnnl_desc& d, bool creation) {
+    auto& engine = cpu_engine();
+    const dnnl::primitive_attr attr = attributes(d);
+    memory::desc src = dense(d.src), dst = dense(d.dst);
+    memory::desc weights = !static_weights ? dense(d.weights) : (creation ? any_like(d.weights) : packed_weights);
+    memory::desc bias = d.has_bias ? dense(d.bias) : memory::desc();
+    const int r = d.src.ndims - 2;
+    if (d.op == SOL_DNNL_MATMUL) {
+      dnnl::matmul::primitive_desc pd(engine, src, weights, bias, dst, attr);
+      if (creation) remember(pd.weights_desc(), pd.impl_info_str());
+      return dnnl::matmul(pd);
+    }
+    if (d.op == SOL_DNNL_DECONV) {
+      dnnl::deconvolution_forward::primitive_desc pd(
+          engine, dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, src, weights, bias, dst,
+          spatial(d.stride, r), spatial(d.dilation, r), spatial(d.pad_l, r), spatial(d.pad_r, r), attr);
+      if (creation) remember(pd.weights_desc(), pd.impl_info_str());
+      return dnnl::deconvolution_forward(pd);
+    }
+    dnnl::convolution_forward::primitive_desc pd(
+        engine, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, weights, bias, dst,
+        spatial(d.stride, r), spatial(d.dilation, r), spatial(d.pad_l, r), spatial(d.pad_r, r), attr);
+    if (creation) remember(pd.weights_desc(), pd.impl_info_str());
+    return dnnl::convolution_forward(pd);
+  }
+
+  void remember(const memory::desc& weights, const char* name) {
+    packed_weights = weights;
+    impl = name;
+  }
+
+  std::pair<dnnl::primitive, sol_dnnl_desc>& at(int64_t batch) {
+    std::lock_guard<std::mutex> guard(lock);
+    auto found = by_batch.find(batch);
+    if (found != by_batch.end()) return found->second;
+    sol_dnnl_desc d;
+    std::memset(&d, 0, sizeof d);
+    fill(batch, &d);
+    auto made = make(d, false);
+    return by_batch.emplace(batch, std::make_pair(made, d)).first->second;
+  }
+};
+
+dnnl::stream& cpu_stream() {
+  // oneDNN's CPU stream is stateless for in-order execution; one per thread keeps it that way.
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* sol_dnnl_last_error(void) { return last_error.c_str(); }
+
+void* sol_dnnl_create(sol_dnnl_fill fill, int64_t batch) {
+  try {
+    auto call = std::make_unique<Call>();
+    sol_dnnl_desc d;
+    std::memset(&d, 0, sizeof d);
+    fill(batch, &d);
+    call->fill = fill;
+    call->op = d.op;
+    call->static_weights = d.static_weights != 0;
+    call->user_weights = dense(d.weights);
+    auto made = call->make(d, true);
+    call->by_batch.emplace(batch, std::make_pair(made, d));
+    return call.release();
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    return nullptr;
+  }
+}
+
+int64_t sol_dnnl_packed_bytes(void* handle) {
+  auto* call = static_cast<Call*>(handle);
+  return call->static_weights ? static_cast<int64_t>(call->packed_weights.get_size()) : 0;
+}
+
+int sol_dnnl_pack(void* handle, const void* weights, void* packed) {
+  auto* call = static_cast<Call*>(handle);
+  try {
+    auto& engine = cpu_engine();
+    memory from(call->user_weights, engine, const_cast<void*>(weights));
+    memory to(call->packed_weights, engine, packed);
+    dnnl::reorder(from, to).execute(cpu_stream(), from, to);
+    cpu_stream().wait();
+    return 0;
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    std::fprintf(stderr, "SOL: oneDNN call failed: %s\n", e.what());
+    return 2;
+  }
+}
+
+int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* weights, const void* bias,
+                     const void* const* post_src, void* dst) {
+  auto* call = static_cast<Call*>(handle);
+  try {
+    auto& entry = call->at(batch);
+    const sol_dnnl_desc& d = entry.second;
+    auto& engine = cpu_engine();
+    std::unordered_map<int, memory> args;
+    args.emplace(DNNL_ARG_SRC, memory(dense(d.src), engine, const_cast<void*>(src)));
+    args.emplace(DNNL_ARG_WEIGHTS, memory(call->static_weights ? call->packed_weights : dense(d.weights), engine,
+                                          const_cast<void*>(weights)));
+    if (d.has_bias) args.emplace(DNNL_ARG_BIAS, memory(dense(d.bias), engine, const_cast<void*>(bias)));
+    args.emplace(DNNL_ARG_DST, memory(dense(d.dst), engine, dst));
+    for (int i = 0, b = 0; i < d.npost; ++i) {
+      if (d.post[i].kind != SOL_DNNL_BINARY) continue;
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1,
+                   memory(dense(d.post[i].src1), engine, const_cast<void*>(post_src[b++])));
+    }
+    entry.first.execute(cpu_stream(), args);
+    cpu_stream().wait();
+    return 0;
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    std::fprintf(stderr, "SOL: oneDNN call failed: %s\n", e.what());
+    return 2;
+  }
+}
+
+const char* sol_dnnl_impl(void* handle) { return static_cast<Call*>(handle)->impl.c_str(); }
+
+}  // extern "C"

@@ -1,0 +1,85 @@
+/* SOL's oneDNN glue: the small C API that generated model code calls.
+ *
+ * Generated code never includes dnnl.hpp (compiling it per model would cost
+ * seconds); it fills plain descriptors and calls these functions, which are
+ * compiled once per toolchain and linked into every model library.
+ *
+ * A handle owns the primitive descriptors of one library call (a Conv, a
+ * transposed Conv or a MatMul with its fused post-ops). The descriptor is
+ * produced by a callback for a given batch, so a model compiled with a
+ * wildcard batch creates one primitive per batch it meets (cached), while
+ * the packed weights keep the format chosen at creation.
+ */
+#ifndef SOL_DNNL_H
+#define SOL_DNNL_H
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SOL_DNNL_MAX_DIMS 8
+#define SOL_DNNL_MAX_POST 8
+
+/* A dense tensor: logical dims, and the order of the dims in memory (outermost first). */
+typedef struct sol_dnnl_tensor {
+  int32_t ndims;
+  int32_t order[SOL_DNNL_MAX_DIMS];
+  int64_t dims[SOL_DNNL_MAX_DIMS];
+} sol_dnnl_tensor;
+
+enum { SOL_DNNL_CONV = 0, SOL_DNNL_DECONV = 1, SOL_DNNL_MATMUL = 2 };
+enum { SOL_DNNL_ELTWISE = 0, SOL_DNNL_BINARY = 1 };
+enum {
+  SOL_DNNL_RELU = 0, SOL_DNNL_CLIP = 1, SOL_DNNL_ELU = 2, SOL_DNNL_GELU_ERF = 3, SOL_DNNL_GELU_TANH = 4,
+  SOL_DNNL_LOGISTIC = 5, SOL_DNNL_TANH = 6, SOL_DNNL_SWISH = 7, SOL_DNNL_HARDSWISH = 8, SOL_DNNL_HARDSIGMOID = 9,
+  SOL_DNNL_EXP = 10, SOL_DNNL_SQRT = 11, SOL_DNNL_ABS = 12, SOL_DNNL_LINEAR = 13
+};
+enum { SOL_DNNL_ADD = 0, SOL_DNNL_MUL = 1, SOL_DNNL_SUB = 2, SOL_DNNL_DIV = 3, SOL_DNNL_MAX = 4, SOL_DNNL_MIN = 5 };
+
+/* One post-op: eltwise (alg, alpha, beta) or binary (alg with the tensor src1, broadcast to dst). */
+typedef struct sol_dnnl_post {
+  int32_t kind;
+  int32_t alg;
+  float alpha;
+  float beta;
+  sol_dnnl_tensor src1;
+} sol_dnnl_post;
+
+typedef struct sol_dnnl_desc {
+  int32_t op;              /* SOL_DNNL_CONV / DECONV / MATMUL */
+  int32_t static_weights;  /* 1: weights are parameters, packed once by sol_dnnl_pack */
+  int32_t has_bias;
+  int32_t npost;
+  sol_dnnl_tensor src, weights, bias, dst;  /* weights in oneDNN's logical order ([G,] O, I, k...) */
+  int64_t stride[3], dilation[3], pad_l[3], pad_r[3];  /* dilation as oneDNN counts it (0: dense) */
+  sol_dnnl_post post[SOL_DNNL_MAX_POST];
+} sol_dnnl_desc;
+
+typedef void (*sol_dnnl_fill)(int64_t batch, sol_dnnl_desc* desc);
+
+static inline void sol_dnnl_tensor_set(sol_dnnl_tensor* t, int32_t ndims, const int64_t* dims, const int32_t* order) {
+  t->ndims = ndims;
+  for (int32_t i = 0; i < ndims; ++i) {
+    t->dims[i] = dims[i];
+    t->order[i] = order[i];
+  }
+}
+
+/* NULL when oneDNN rejects the descriptor (the reason is in sol_dnnl_last_error()). */
+void* sol_dnnl_create(sol_dnnl_fill fill, int64_t batch);
+const char* sol_dnnl_last_error(void);
+/* bytes of the packed weights (0 without static weights) */
+int64_t sol_dnnl_packed_bytes(void* handle);
+/* reorders the framework's weights into the packed format; 0 on success */
+int sol_dnnl_pack(void* handle, const void* weights, void* packed);
+/* one call; weights: the packed weights (static) or the runtime operand; post_src: src1 of each binary post-op */
+int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* weights, const void* bias,
+                     const void* const* post_src, void* dst);
+/* the implementation oneDNN picked for the creation batch, e.g. "brgconv:avx2" */
+const char* sol_dnnl_impl(void* handle);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,87 @@
+"""The DNN module interface: library calls (oneDNN, cuDNN, vednn...) for Conv/Linear/MatMul.
+
+sol-core stays backend-neutral: it plans *which* layers a library runs and
+which elementwise layers after them the library fuses (post-ops), chooses
+memory layouts with the module's preferences, and places the module's code
+into the generated source. A backend supplies a `DnnModule` through its
+flavour (``Flavour.dnn``); a flavour without one generates pure DFP code.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..ir import Layer, Tensor
+
+if TYPE_CHECKING:  # kernels import the flavour, which names this module
+    from .kernels import KernelContext
+
+
+@dataclass
+class DnnCall:
+    """One library call: the anchor layer and the elementwise layers fused into it, in order."""
+
+    index: int
+    anchor: Layer
+    post_ops: list[Layer] = field(default_factory=list)
+
+    @property
+    def output(self) -> Tensor:
+        return (self.post_ops[-1] if self.post_ops else self.anchor).outputs[0]
+
+    @property
+    def symbol(self) -> str:
+        """A C identifier unique in the model (the call's handle, fill function...)."""
+        return f"sol_dnn{self.index}"
+
+
+@dataclass
+class DnnCode:
+    """C++ a module contributes for one call; every list holds complete lines."""
+
+    #: at file scope: handles, descriptor-filling functions
+    globals: list[str] = field(default_factory=list)
+    #: in ``<prefix>_init``: create primitives and reserve derived bytes (``sol_derived_reserve(bytes)``)
+    init: list[str] = field(default_factory=list)
+    #: at the end of prepare (after the derived parameters exist): pack weights
+    prepare: list[str] = field(default_factory=list)
+    #: in forward, at the call's place in the schedule
+    forward: list[str] = field(default_factory=list)
+
+
+class DnnModule(abc.ABC):
+    """A backend's library calls (see the module docstring)."""
+
+    #: short name, part of the cache key and of log lines
+    name: str = ""
+
+    @abc.abstractmethod
+    def accepts(self, layer: Layer) -> bool:
+        """Whether the library runs ``layer`` (op, dtypes, attributes)."""
+
+    @abc.abstractmethod
+    def fuses(self, call: DnnCall, value: Tensor, layer: Layer) -> bool:
+        """Whether ``layer``, which reads the call's current result ``value``, becomes a post-op of ``call``."""
+
+    def input_layout(self, layer: Layer, index: int) -> tuple[int, ...] | None:
+        """The memory order the library wants for input ``index`` (None: plain row-major is fine)."""
+        return None
+
+    def output_layout(self, layer: Layer) -> tuple[int, ...] | None:
+        """The memory order the library writes best (None: plain)."""
+        return None
+
+    def static_inputs(self, layer: Layer) -> Sequence[int]:
+        """Inputs that are parameters the library packs once in prepare (their pointers are needed there)."""
+        return ()
+
+    @abc.abstractmethod
+    def render(self, call: DnnCall, forward: KernelContext, prepare: KernelContext) -> DnnCode:
+        """The C++ of one call; ``forward``/``prepare`` name the tensors in the two programs."""
+
+    def key(self) -> str:
+        """Everything about the module that changes generated code (for the cache key)."""
+        return self.name

@@ -1,0 +1,122 @@
+"""Planning, part 0: the memory layout of every tensor of the main program.
+
+A layout is the order of a tensor's dims in memory, outermost first
+(``(0, 2, 3, 1)`` is channels-last NHWC for a 4-d tensor); a tensor without
+an entry is plain row-major. The DNN module says what its library calls
+read and write best (oneDNN: channels-last activations); DFP kernels that
+access tensors only through `KernelContext.load` are correct in any layout,
+so their outputs follow their inputs' layout and no reorder is needed
+between a library call and the elementwise/pooling/concat code around it.
+Kernels that index raw pointers (reshape, layer_norm, DFP linear...) and
+the model outputs need plain tensors; a conversion (an ``identity`` layer,
+which clustering fuses into the producer when the producer is DFP code) is
+inserted only where a consumer needs another layout than its producer wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ..ir import Layer, Tensor
+from .dnn import DnnModule
+from .kernels import EXPRESSIONS
+
+#: ops whose kernels read every input through KernelContext.load (correct in any layout)
+LAYOUT_AWARE = frozenset({
+    "max_pool", "avg_pool", "adaptive_avg_pool", "adaptive_max_pool", "reduce_sum", "reduce_mean", "reduce_max",
+    "softmax", "log_softmax", "permute", "expand", "slice", "concat", "split", "pad", "channel_shuffle", "batch_norm",
+})
+#: layout-aware ops whose outputs keep the channel at dim 1 and the rank of input 0 (they inherit its layout)
+LAYOUT_PRESERVING = frozenset({
+    "max_pool", "avg_pool", "adaptive_avg_pool", "adaptive_max_pool", "slice", "concat", "split", "pad",
+    "channel_shuffle", "batch_norm",
+})
+
+Layouts = dict[int, tuple[int, ...]]
+
+
+def channels_last(rank: int) -> tuple[int, ...] | None:
+    """N, spatial..., C for tensors with 1-3 spatial dims."""
+    return (0, *range(2, rank), 1) if 3 <= rank <= 5 else None
+
+
+def plain(rank: int) -> tuple[int, ...]:
+    return tuple(range(rank))
+
+
+def same_memory(tensor: Tensor, a: Sequence[int], b: Sequence[int]) -> bool:
+    """Whether two layouts place every element of ``tensor`` at the same offset (dims of size 1 do not matter)."""
+    def significant(order: Sequence[int]) -> list[int]:
+        return [d for d in order if tensor.shape[d] != 1]
+
+    return significant(a) == significant(b)
+
+
+def layout_aware(op: str) -> bool:
+    return op in LAYOUT_AWARE or op in EXPRESSIONS
+
+
+def plan_layouts(layers: Sequence[Layer], outputs: Sequence[Tensor], dnn: DnnModule | None,
+                 in_library: Callable[[Layer], bool]) -> tuple[list[Layer], Layouts]:
+    """The main layers (conversions inserted, consumers re-pointed) and the layout of every non-plain tensor.
+
+    ``in_library(layer)``: whether the DNN module runs the layer (it decides that layer's layouts).
+    """
+    layouts: Layouts = {}
+    output_ids = {id(t) for t in outputs}
+    conversions: dict[tuple[int, tuple[int, ...]], Tensor] = {}
+    result: list[Layer] = []
+
+    def have(t: Tensor) -> tuple[int, ...]:
+        return layouts.get(id(t), plain(t.rank))
+
+    def record(t: Tensor, order: tuple[int, ...] | None) -> None:
+        if order is not None and not same_memory(t, order, plain(t.rank)):
+            layouts[id(t)] = order
+
+    for layer in layers:
+        library = in_library(layer)
+        inputs = list(layer.inputs)
+        for i, t in enumerate(inputs):
+            want = _wanted(layer, i, dnn if library else None)
+            if want is None or same_memory(t, have(t), want):
+                continue
+            key = (id(t), want)
+            if key not in conversions:
+                converted = Tensor(f"{t.name}_{'plain' if want == plain(t.rank) else 'cl'}", t.dims, t.dtype)
+                record(converted, want)
+                result.append(Layer("identity", [t], [converted], {}, f"{layer.name}.layout{i}"))
+                conversions[key] = converted
+            inputs[i] = conversions[key]
+        if inputs != layer.inputs:
+            layer = Layer(layer.op, inputs, layer.outputs, layer.attrs, layer.name)
+        result.append(layer)
+        for t in layer.outputs:
+            if id(t) not in output_ids:  # model outputs are the framework's plain buffers
+                record(t, _produced(layer, t, dnn if library else None, have))
+    return result, layouts
+
+
+def _wanted(layer: Layer, index: int, dnn: DnnModule | None) -> tuple[int, ...] | None:
+    """The layout input ``index`` must have (None: any)."""
+    t = layer.inputs[index]
+    if dnn is not None:
+        return dnn.input_layout(layer, index) or plain(t.rank)
+    if layout_aware(layer.op):
+        return None
+    return plain(t.rank)
+
+
+def _produced(layer: Layer, out: Tensor, dnn: DnnModule | None, have) -> tuple[int, ...] | None:  # type: ignore[no-untyped-def]
+    if dnn is not None:
+        return dnn.output_layout(layer)
+    if layer.op in EXPRESSIONS:
+        # elementwise: the layout of an operand of the output's shape (so the nest runs in memory order)
+        for t in layer.inputs:
+            if t.shape == out.shape and have(t) != plain(t.rank):
+                return have(t)
+        return None
+    if layer.op in LAYOUT_PRESERVING and layer.inputs and layer.inputs[0].rank == out.rank:
+        first = have(layer.inputs[0])
+        return first if first != plain(out.rank) else None
+    return None

@@ -1,0 +1,156 @@
+"""Indexing ops (module DFP): gathers by index tensors, arg-reductions, cumulative sums, scatters.
+
+Index tensors are integer; a negative index counts from the end of its axis
+(numpy's and ONNX's rule). Generated code reports an index outside the axis
+through the runtime status (never reads out of bounds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...errors import SolUnsupportedError
+from ..graph import Dim, TensorType
+from ..registry import op
+from ._shapes import normalize_axis
+
+
+@op("gather")
+class Gather:
+    """x.take(indices, axis): inputs (x, indices); out = x.shape[:axis] + indices.shape + x.shape[axis+1:]."""
+
+    @staticmethod
+    def infer(inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+        x, indices = inputs
+        axis = normalize_axis(int(attrs["axis"]), x.rank)
+        return [TensorType(x.dims[:axis] + indices.dims + x.dims[axis + 1:], x.dtype)]
+
+    @staticmethod
+    def reference(inputs: Sequence[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+        x, indices = inputs
+        return [np.take(x, indices.astype(np.int64), axis=int(attrs["axis"]))]
+
+
+@op("gather_elements")
+class GatherElements:
+    """out[i] = x[i with i[axis] replaced by indices[i]]: inputs (x, indices); out has the shape of indices."""
+
+    @staticmethod
+    def infer(inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+        x, indices = inputs
+        if x.rank != indices.rank:
+            raise SolUnsupportedError(f"gather_elements needs indices of rank {x.rank}, got {indices.rank}")
+        return [TensorType(indices.dims, x.dtype)]
+
+    @staticmethod
+    def reference(inputs: Sequence[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+        x, indices = inputs
+        axis = normalize_axis(int(attrs["axis"]), x.ndim)
+        idx = indices.astype(np.int64)
+        idx = np.where(idx < 0, idx + x.shape[axis], idx)
+        return [np.take_along_axis(x, idx, axis=axis)]
+
+
+@op("scatter_elements")
+class ScatterElements:
+    """A copy of x with x[i with i[axis] = indices[i]] (op)= updates[i]: inputs (x, indices, updates).
+
+    attrs: axis, reduction ("none" | "add" | "mul" | "max" | "min"); with "none" and repeated indices the
+    last update in row-major order wins.
+    """
+
+    @staticmethod
+    def infer(inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+        return [inputs[0]]
+
+    @staticmethod
+    def reference(inputs: Sequence[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+        x, indices, updates = inputs
+        axis = normalize_axis(int(attrs["axis"]), x.ndim)
+        out = x.copy()
+        idx = indices.astype(np.int64)
+        idx = np.where(idx < 0, idx + x.shape[axis], idx)
+        reduction = attrs.get("reduction", "none")
+        for pos in np.ndindex(*idx.shape):  # a loop over updates: the reference favours clarity
+            target = list(pos)
+            target[axis] = int(idx[pos])
+            t = tuple(target)
+            u = updates[pos]
+            if reduction == "add":
+                out[t] += u
+            elif reduction == "mul":
+                out[t] *= u
+            elif reduction == "max":
+                out[t] = max(out[t], u)
+            elif reduction == "min":
+                out[t] = min(out[t], u)
+            else:
+                out[t] = u
+        return [out]
+
+
+def _arg_infer(inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    x = inputs[0]
+    axis = normalize_axis(int(attrs["axis"]), x.rank)
+    if attrs.get("keepdims", True):
+        dims = tuple(Dim(1, d.purpose) if i == axis else d for i, d in enumerate(x.dims))
+    else:
+        dims = tuple(d for i, d in enumerate(x.dims) if i != axis)
+    return [TensorType(dims, "int64")]
+
+
+def _arg_reference(inputs: Sequence[np.ndarray], attrs: dict[str, Any], fn: Any) -> list[np.ndarray]:
+    x = inputs[0]
+    axis = normalize_axis(int(attrs["axis"]), x.ndim)
+    if attrs.get("select_last_index", False):
+        flipped = np.flip(x, axis=axis)
+        result = x.shape[axis] - 1 - fn(flipped, axis=axis)
+    else:
+        result = fn(x, axis=axis)
+    if attrs.get("keepdims", True):
+        result = np.expand_dims(result, axis)
+    return [np.asarray(result, dtype=np.int64)]
+
+
+@op("argmax")
+class ArgMax:
+    """Index of the maximum along attrs["axis"] (int64); attrs: keepdims (default true), select_last_index."""
+
+    infer = staticmethod(_arg_infer)
+
+    @staticmethod
+    def reference(inputs: Sequence[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+        return _arg_reference(inputs, attrs, np.argmax)
+
+
+@op("argmin")
+class ArgMin:
+    """Index of the minimum along attrs["axis"] (int64); attrs: keepdims (default true), select_last_index."""
+
+    infer = staticmethod(_arg_infer)
+
+    @staticmethod
+    def reference(inputs: Sequence[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+        return _arg_reference(inputs, attrs, np.argmin)
+
+
+@op("cumsum")
+class CumSum:
+    """Cumulative sum along attrs["axis"]; attrs: exclusive (start at 0), reverse (from the end)."""
+
+    @staticmethod
+    def infer(inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+        return [inputs[0]]
+
+    @staticmethod
+    def reference(inputs: Sequence[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+        x = inputs[0]
+        axis = normalize_axis(int(attrs["axis"]), x.ndim)
+        y = np.flip(x, axis) if attrs.get("reverse", False) else x
+        total = np.cumsum(y, axis=axis, dtype=x.dtype)
+        if attrs.get("exclusive", False):
+            total = total - y
+        return [np.ascontiguousarray(np.flip(total, axis) if attrs.get("reverse", False) else total)]

@@ -1,0 +1,14 @@
+"""ONNX operator handlers: one function per op type, translating a node onto SOL's op registry.
+
+A handler receives the importer (`sol_frontend_onnx.importer.Importer`) as
+``ctx`` -- the node's inputs (``ctx.input(i)``), attributes (``ctx.attr``),
+the model's opset (``ctx.opset``) -- and returns the node's output tensors
+(one Tensor, or a list with None for outputs it cannot produce).
+"""
+
+from __future__ import annotations
+
+from ._registry import HANDLERS, handler
+from . import attention, elementwise, indexing, losses, nn, normalization, reduce, shape  # noqa: E402,F401  (register handlers)
+
+__all__ = ["HANDLERS", "handler"]

@@ -1,0 +1,127 @@
+"""`OnnxModel`: what `sol.optimize` returns for an ONNX model -- a callable on numpy arrays.
+
+Conventions follow onnxruntime: ``model.run(output_names, {name: array})``
+returns a list of arrays (``output_names=None``: all outputs). Calling the
+model directly takes the inputs positionally or by name and returns the
+single output array of a one-output model, else a list.
+
+The float initializers are the model's parameters: ``model.params`` maps
+their ONNX names to numpy arrays. Assigning an entry (``model.params["fc.weight"]
+= w``) re-runs the compiled "prepare" program on the next call; after
+changing an array in place, call ``model.params.changed()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from typing import Any
+
+import numpy as np
+from sol.errors import SolInputError
+
+from .dtypes import contiguous
+from .importer import ImportResult
+
+
+class Parameters(MutableMapping[str, np.ndarray]):
+    """The model's parameters by ONNX name; replacing one marks the compiled model for re-preparation."""
+
+    def __init__(self, arrays: Mapping[str, np.ndarray]) -> None:
+        self._arrays = {name: contiguous(a) for name, a in arrays.items()}
+        self.version = 0
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._arrays[name]
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if name not in self._arrays:
+            raise SolInputError(f"the model has no parameter {name!r}")
+        old = self._arrays[name]
+        new = contiguous(value, dtype=old.dtype)
+        if new.shape != old.shape:
+            raise SolInputError(f"parameter {name!r} has shape {list(old.shape)}, got {list(new.shape)}")
+        self._arrays[name] = new
+        self.changed()
+
+    def __delitem__(self, name: str) -> None:
+        raise SolInputError(f"parameters cannot be removed from a compiled model ({name!r})")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._arrays)
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+    def changed(self) -> None:
+        """Tell the model that parameter values changed in place."""
+        self.version += 1
+
+
+class OnnxModel:
+    """A compiled ONNX model (see the module docstring)."""
+
+    def __init__(self, compiled: Any, imported: ImportResult) -> None:
+        self.compiled = compiled
+        self.input_names: list[str] = list(imported.input_names)
+        self.output_names: list[str] = list(imported.output_names)
+        self.specialized = dict(imported.specialized)
+        self._feeds = list(imported.feeds)
+        self.params = Parameters({name: t.data for name, t in imported.graph.params.items()})
+        self._prepared: tuple[int, int] | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | list[np.ndarray]:
+        if len(args) > len(self.input_names):
+            raise SolInputError(f"the model takes {len(self.input_names)} inputs ({', '.join(self.input_names)}), "
+                                f"got {len(args)}")
+        feed = dict(zip(self.input_names, args, strict=False))
+        for name, value in kwargs.items():
+            if name not in self.input_names:
+                raise SolInputError(f"the model has no input {name!r}; its inputs are {self.input_names}")
+            if name in feed:
+                raise SolInputError(f"input {name!r} given twice")
+            feed[name] = value
+        outputs = self.run(None, feed)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any]) -> list[np.ndarray]:
+        """onnxruntime's ``InferenceSession.run``: the requested outputs (all for None) as a list."""
+        missing = [n for n in self.input_names if n not in input_feed]
+        if missing:
+            raise SolInputError(f"inputs missing: {', '.join(missing)}")
+        for name, expected in self.specialized.items():
+            if not np.array_equal(np.asarray(input_feed[name]), expected):
+                raise SolInputError(f"the value of input {name!r} was fixed when the model was optimized (it decides "
+                                    f"shapes); optimize again with the new value {np.asarray(input_feed[name]).tolist()}")
+        arrays = [self._array(name, input_feed[name], index) for index, name in enumerate(self._feeds)]
+        compiled = self.compiled
+        batch = compiled.batch_of([a.shape for a in arrays])
+        for a, spec, name in zip(arrays, compiled.input_specs, self._feeds, strict=True):
+            if a.shape != spec.concrete(batch):
+                raise SolInputError(f"input {name!r} must have shape {list(spec.concrete(batch))} (batch {batch}), "
+                                    f"got {list(a.shape)}")
+        params = [self.params[name] for name in compiled.param_names]
+        param_ptrs = [p.ctypes.data for p in params]
+        signature = (self.params.version, hash(tuple(param_ptrs)))
+        if signature != self._prepared:
+            compiled.prepare(param_ptrs)
+            self._prepared = signature
+        outputs = [np.empty(shape, dtype=spec.dtype)
+                   for shape, spec in zip(compiled.output_shapes(batch), compiled.output_specs, strict=True)]
+        compiled.run([a.ctypes.data for a in arrays], param_ptrs, [o.ctypes.data for o in outputs], batch)
+        if output_names is None:
+            return outputs
+        by_name = dict(zip(self.output_names, outputs, strict=True))
+        unknown = [n for n in output_names if n not in by_name]
+        if unknown:
+            raise SolInputError(f"the model has no outputs {unknown}; its outputs are {self.output_names}")
+        return [by_name[n] for n in output_names]
+
+    def _array(self, name: str, value: Any, index: int) -> np.ndarray:
+        spec = self.compiled.input_specs[index]
+        array = contiguous(value)
+        if str(array.dtype) != spec.dtype:
+            raise SolInputError(f"input {name!r} must be {spec.dtype}, got {array.dtype}")
+        return array
+
+    def __repr__(self) -> str:
+        return f"<OnnxModel {self.compiled.graph.name!r}: {self.input_names} -> {self.output_names}>"
