@@ -6,17 +6,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from sol.errors import SolUnsupportedError
 
 
 def sol_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor]) -> Callable[..., Any]:
     """Optimize the FX graph Dynamo captured with ``sol.optimize`` and return the optimized callable."""
     import sol
 
-    optimize = getattr(sol, "optimize", None)
-    if optimize is None:
-        raise SolUnsupportedError("this sol-core has no sol.optimize yet; torch.compile(backend='sol') needs it")
-    optimized = optimize(gm, *example_inputs)
+    optimized = sol.optimize(gm, *example_inputs)
 
     def run(*args: Any) -> Any:
         result = optimized(*args)

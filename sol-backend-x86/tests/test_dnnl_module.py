@@ -1,0 +1,216 @@
+"""The oneDNN DNN module end to end: post-op fusion, layouts and reorders, prepare, wildcard batch, DFP-only mode.
+
+Every graph is compiled for x86 with oneDNN and compared with SOL's numpy
+reference (rtol 1e-4, atol 1e-5, like the model tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from sol.compiler import compile_graph
+from sol.ir import BATCH, Dim, Graph, Purpose, Tensor
+from sol.ir.interpret import run_reference
+from sol_backend_x86.flavour import X86Flavour, onednn_paths
+
+pytestmark = pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed")
+
+RTOL, ATOL = 1e-4, 1e-5
+RNG = np.random.default_rng(3)
+CONV = {"stride": (1, 1), "padding": ((1, 1), (1, 1)), "dilation": (1, 1), "groups": 1}
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SOL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sol-cache"))
+        yield
+
+
+def _f32(*shape: int, scale: float = 1.0) -> np.ndarray:
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def _image(g: Graph, name: str, channels: int, size: int) -> Tensor:
+    return g.add_input(name, [Dim(BATCH, Purpose.N), Dim(channels, Purpose.C), Dim(size, Purpose.P),
+                              Dim(size, Purpose.P)])
+
+
+def _conv(g: Graph, x: Tensor, name: str, cin: int, cout: int, k: int = 3, groups: int = 1, stride: int = 1) -> Tensor:
+    w = g.add_param(f"{name}.weight", _f32(cout, cin // groups, k, k, scale=0.3))
+    b = g.add_param(f"{name}.bias", _f32(cout))
+    attrs = {**CONV, "groups": groups, "stride": (stride, stride), "padding": ((k // 2, k // 2),) * 2}
+    (y,) = g.add_layer("conv", [x, w, b], attrs, name=name)
+    return y
+
+
+def _compile(g: Graph, dnn: bool = True):  # type: ignore[no-untyped-def]
+    return compile_graph(g, "x86" if dnn else None, passes=False) if dnn else \
+        _compile_with(g, X86Flavour(dnn=False))
+
+
+def _compile_with(g: Graph, flavour: X86Flavour):  # type: ignore[no-untyped-def]
+    import sol.compiler as compiler
+
+    original = compiler.flavour_for
+    compiler.flavour_for = lambda device: (flavour, 0)  # type: ignore[assignment]
+    try:
+        return compile_graph(g, "x86", passes=False)
+    finally:
+        compiler.flavour_for = original  # type: ignore[assignment]
+
+
+def _params(g: Graph) -> dict[str, np.ndarray]:
+    return {name: t.data for name, t in g.params.items()}  # type: ignore[misc]
+
+
+def _check(g: Graph, compiled, batches: tuple[int, ...] = (1, 3), params: dict | None = None) -> None:  # type: ignore[no-untyped-def]
+    params = params or _params(g)
+    for batch in batches:
+        inputs = [_f32(batch, *[int(s) for s in t.shape[1:]]) for t in g.inputs]
+        got = compiled.run_numpy(inputs, params)
+        expected = run_reference(g, inputs, params)
+        for name, a, b in zip([t.name for t in g.outputs], got, expected, strict=True):
+            np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL, err_msg=f"{name} at batch {batch}")
+
+
+def _library_titles(compiled) -> list[str]:  # type: ignore[no-untyped-def]
+    return [t for t in compiled.metadata["clusters"] if t.startswith("DNN ")]
+
+
+def test_conv_bias_relu_residual_relu_is_one_call() -> None:
+    g = Graph("residual")
+    x = _image(g, "x", 8, 10)
+    (y,) = g.add_layer("relu", [_conv(g, x, "conv1", 8, 8)], name="relu1")
+    y = _conv(g, y, "conv2", 8, 8)
+    (y,) = g.add_layer("add", [y, x], name="residual")
+    (y,) = g.add_layer("relu", [y], name="relu2")
+    g.outputs = [y]
+    compiled = _compile(g)
+    assert _library_titles(compiled) == ["DNN conv1 (conv) -> relu1 (relu)",
+                                         "DNN conv2 (conv) -> residual (add) -> relu2 (relu)"]
+    _check(g, compiled)
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("clamp", {"min": 0.0, "max": 6.0}), ("hardswish", {}), ("sigmoid", {}), ("silu", {}), ("tanh", {}),
+    ("gelu", {}), ("gelu", {"approximate": "tanh"}), ("leaky_relu", {"negative_slope": 0.1}), ("elu", {"alpha": 0.5}),
+    ("hardsigmoid", {}),
+])
+def test_eltwise_post_ops(op: str, attrs: dict) -> None:
+    g = Graph(f"post_{op}")
+    x = _image(g, "x", 8, 6)
+    (y,) = g.add_layer(op, [_conv(g, x, "conv", 8, 16)], attrs, name="act")
+    g.outputs = [y]
+    compiled = _compile(g)
+    assert _library_titles(compiled) == [f"DNN conv (conv) -> act ({op})"]
+    _check(g, compiled)
+
+
+def test_binary_post_ops_broadcast_per_channel_and_full() -> None:
+    g = Graph("binary")
+    x = _image(g, "x", 8, 6)
+    other = _image(g, "other", 16, 6)
+    scale = g.add_param("scale", _f32(1, 16, 1, 1))
+    (y,) = g.add_layer("mul", [_conv(g, x, "conv", 8, 16), scale], name="scale")
+    (y,) = g.add_layer("sub", [y, other], name="minus")
+    g.outputs = [y]
+    compiled = _compile(g)
+    assert _library_titles(compiled) == ["DNN conv (conv) -> scale (mul) -> minus (sub)"]
+    _check(g, compiled)
+
+
+def test_depthwise_strided_and_transposed_convolutions() -> None:
+    g = Graph("convs")
+    x = _image(g, "x", 16, 9)
+    y = _conv(g, x, "dw", 16, 16, groups=16)
+    y = _conv(g, y, "down", 16, 8, stride=2)
+    w = g.add_param("up.weight", _f32(8, 4, 3, 3, scale=0.3))
+    attrs = {"stride": (2, 2), "padding": (1, 1), "output_padding": (1, 1), "dilation": (1, 1), "groups": 2}
+    (y,) = g.add_layer("conv_transpose", [y, w], attrs, name="up")
+    g.outputs = [y]
+    compiled = _compile(g)
+    assert len(_library_titles(compiled)) == 3
+    _check(g, compiled)
+
+
+def test_linear_and_batched_matmul_with_post_ops() -> None:
+    g = Graph("gemms")
+    x = g.add_input("x", [Dim(BATCH, Purpose.N), Dim(5, Purpose.S), Dim(12, Purpose.C)])
+    w = g.add_param("fc.weight", _f32(12, 12, scale=0.3))
+    b = g.add_param("fc.bias", _f32(12))
+    (h,) = g.add_layer("linear", [x, w, b], name="fc")
+    (h,) = g.add_layer("gelu", [h], name="gelu")
+    (h,) = g.add_layer("add", [h, x], name="residual")
+    (k,) = g.add_layer("permute", [h], {"perm": (0, 2, 1)}, name="keys")
+    (s,) = g.add_layer("matmul", [h, k], name="scores")
+    g.outputs = [s]
+    compiled = _compile(g)
+    assert _library_titles(compiled) == ["DNN fc (linear) -> gelu (gelu) -> residual (add)", "DNN scores (matmul)"]
+    _check(g, compiled)
+
+
+def test_channels_last_flows_through_dfp_clusters_without_reorders() -> None:
+    """conv -> maxpool -> concat -> conv: everything between the calls stays channels-last."""
+    g = Graph("layouts")
+    x = _image(g, "x", 3, 12)
+    a = _conv(g, x, "a", 3, 8)
+    (p,) = g.add_layer("max_pool", [a], {"kernel": (2, 2), "stride": (2, 2), "padding": (0, 0)}, name="pool")
+    b = _conv(g, p, "b", 8, 8)
+    (c,) = g.add_layer("concat", [p, b], {"axis": 1}, name="cat")
+    y = _conv(g, c, "c", 16, 4)
+    (f,) = g.add_layer("reshape", [y], {"shape": (BATCH, 4 * 6 * 6)}, name="flatten")
+    g.outputs = [f]
+    compiled = _compile(g)
+    source = compiled.source_path.read_text()
+    # one reorder into channels-last (the model input) and one out (for the reshape); none between the calls
+    conversions = [t for t in compiled.metadata["clusters"] if ".layout" in t]
+    assert len(conversions) == 2, conversions
+    assert "order [0, 2, 3, 1]" in source
+    _check(g, compiled)
+
+
+def test_prepare_reruns_after_weights_change() -> None:
+    g = Graph("reprepare")
+    x = _image(g, "x", 4, 5)
+    y = _conv(g, x, "conv", 4, 4)
+    g.outputs = [y]
+    compiled = _compile(g)
+    first = _params(g)
+    _check(g, compiled, params=first)
+    second = {name: (value * -2.0).astype(np.float32) for name, value in first.items()}
+    _check(g, compiled, params=second)  # run_numpy prepares with the new weights: the packed copy follows
+
+
+def test_same_artifact_twice_keeps_weights_apart() -> None:
+    """Two models sharing one library (same structure) pack their weights into their own derived areas."""
+    def model() -> Graph:
+        g = Graph("twins")
+        x = _image(g, "x", 4, 5)
+        g.outputs = [_conv(g, x, "conv", 4, 4)]
+        return g
+
+    g1, g2 = model(), model()
+    c1, c2 = _compile(g1), _compile(g2)
+    assert c1.library_path == c2.library_path
+    inputs = [_f32(1, 4, 5, 5)]
+    p1, p2 = _params(g1), _params(g2)
+    c1.prepare([p.ctypes.data for p in p1.values()])
+    c2.prepare([p.ctypes.data for p in p2.values()])
+    for compiled, g, params in ((c1, g1, p1), (c2, g2, p2)):
+        out = np.empty((1, 4, 5, 5), np.float32)
+        compiled.run([inputs[0].ctypes.data], [p.ctypes.data for p in params.values()], [out.ctypes.data], 1)
+        np.testing.assert_allclose(out, run_reference(g, inputs, params)[0], rtol=RTOL, atol=ATOL)
+
+
+def test_dfp_only_mode_generates_library_free_code() -> None:
+    g = Graph("dfp_only")
+    x = _image(g, "x", 4, 6)
+    (y,) = g.add_layer("relu", [_conv(g, x, "conv", 4, 8)], name="relu")
+    g.outputs = [y]
+    compiled = _compile(g, dnn=False)
+    assert not _library_titles(compiled)
+    assert "sol_dnnl" not in compiled.source_path.read_text()
+    _check(g, compiled)
