@@ -26,6 +26,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -580,9 +581,21 @@ def sol_cached_main(spec_path: str) -> None:
         if spec["mode"] == "training":
             model.train()
         inputs = [torch.randn((spec["batch"], *example.shape[1:]))]
+    before = _cache_entries()
     start = time.perf_counter()
     sol.optimize(model, *inputs)
-    print(json.dumps({"compile_cached_s": time.perf_counter() - start, "import_sol_s": import_s}))
+    elapsed = time.perf_counter() - start
+    built = sorted(_cache_entries() - before)
+    report: dict[str, Any] = {"compile_cached_s": elapsed, "import_sol_s": import_s, "cache_hit": not built}
+    if built:  # the key differed from the cold compile's (e.g. SOL's code changed in between): not a cached load
+        report["compile_cached_error"] = f"cache miss: sol.optimize built {len(built)} new entr(y/ies) instead of loading"
+    print(json.dumps(report))
+
+
+def _cache_entries() -> set[str]:
+    """The published entries of the private SOL cache (index.json per entry)."""
+    root = Path(os.environ.get("SOL_CACHE_DIR", ""))
+    return {str(p.parent) for p in root.glob("*/*/*/index.json")} if root.parts else set()
 
 
 def worker_main(spec_path: str, out_path: str) -> None:
@@ -631,6 +644,8 @@ def run_config(spec: dict[str, Any], log_dir: Path) -> dict[str, Any]:
             "phase": "start", "peers": {}, "notes": []}
         result["wall_s"] = time.perf_counter() - start
         result["log"] = str(log_path)
+        if not spec.get("keep"):  # exported ONNX files and private caches can be large; the log stays
+            shutil.rmtree(scratch, ignore_errors=True)
         if rc == 0:
             break
         tail = log_path.read_text(errors="replace").strip().splitlines()[-15:]
@@ -692,8 +707,11 @@ def print_table(results: list[dict[str, Any]], peers: list[str]) -> float | None
     for r in results:
         sol = r["peers"].get("sol", {})
         cold, cached = sol.get("compile_cold_s"), sol.get("compile_cached_s")
-        compile_cell = (f"{cold:.1f} / {cached:.2f}" if cold is not None and cached is not None
-                        else f"{cold:.1f} / -" if cold is not None else "-")
+        if sol.get("cache_hit") is False:
+            cached_cell = "miss"  # the second sol.optimize rebuilt: no cached-load time to show
+        else:
+            cached_cell = f"{cached:.2f}" if cached is not None else "-"
+        compile_cell = f"{cold:.1f} / {cached_cell}" if cold is not None else "-"
         fastest = r.get("fastest_peer")
         rows.append([f"{r['model']} b{r['batch']} t{r['threads']}",
                      *[fmt_ms(r["peers"].get(p, {})) for p in shown],
@@ -775,6 +793,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=("inference", "training"), default="inference")
     parser.add_argument("--json", default=None, help="write every measurement, version and setting to this file")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per configuration's worker process")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep each configuration's scratch directory (exported ONNX file, private caches)")
     parser.add_argument("--no-sol-cached", action="store_true", help="skip the fresh-process cached-load measurement")
     args = parser.parse_args(argv)
 
@@ -830,7 +850,7 @@ def main(argv: list[str] | None = None) -> int:
                 spec = {"model": name, "onnx": onnx_path, "batch": batch, "threads": t, "mode": args.mode,
                         "peers": peers, "requested_peers": peers, "runs": args.runs, "warmup": args.warmup,
                         "rounds": args.rounds, "max_seconds": args.max_seconds, "timeout": args.timeout,
-                        "sol_cached": not args.no_sol_cached}
+                        "sol_cached": not args.no_sol_cached, "keep": args.keep}
                 result = run_config(spec, log_dir)
                 print(f"  done in {result['wall_s']:.0f} s", flush=True)
                 results.append(result)

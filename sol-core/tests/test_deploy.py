@@ -45,7 +45,7 @@ class HostTarget(DeployTarget):
     def compiler(self):
         return list(self.compiler_argv)
 
-    def flavour(self):
+    def flavour(self, options):
         from sol.codegen import CpuFlavour
 
         return CpuFlavour("hostcpu")

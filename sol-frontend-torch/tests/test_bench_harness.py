@@ -45,6 +45,7 @@ def test_inference_eager_and_sol(tmp_path):
     sol_entry = row["peers"]["sol"]
     assert sol_entry["compile_cold_s"] > 0
     assert "compile_cached_s" in sol_entry, sol_entry.get("compile_cached_error")
+    assert sol_entry["cache_hit"] is True, "a second sol.optimize in a fresh process must load from the cache"
     assert row["fastest_peer"] == "eager"
     assert row["sol_speedup_vs_eager"] == pytest.approx(row["sol_vs_fastest_peer"])
     assert data["geomean_sol_vs_fastest_peer"] == pytest.approx(row["sol_vs_fastest_peer"])

@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 from typing import ClassVar
 
-from sol_backend_x86.deploy import NO_ONEDNN, GccDeployTarget
+from sol_backend_x86.deploy import GccDeployTarget
 
 from .backend import ARM64_MACHINES
 from .config import CXX_KEY, QEMU_KEY, configured
@@ -33,7 +33,6 @@ class Arm64DeployTarget(GccDeployTarget):
     # The cross compiler cannot detect the target CPU: default to what every ARMv8-A core runs.
     options: ClassVar[dict[str, str]] = ({"gcc::march": "native", "gcc::mtune": "native"} if native()
                                          else {"gcc::march": "armv8-a", "gcc::mtune": "generic"})
-    notes = (NO_ONEDNN,)
 
     def compiler(self) -> list[str]:
         return ["g++"] if native() and not _configured_explicitly() else shlex.split(configured(CXX_KEY))

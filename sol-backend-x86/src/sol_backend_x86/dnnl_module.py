@@ -159,12 +159,14 @@ class OneDnnModule(DnnModule):
             for name, values in (("stride", stride), ("dilation", dilation), ("pad_l", left), ("pad_r", right)):
                 lines += [f"d->{name}[{i}] = {v};" for i, v in enumerate(values)]
         elif anchor.op == "linear":
+            # an inner product over the flattened rows: oneDNN runs it with brgemm kernels, faster than its
+            # matmul's gemm for packed weights
             rows = cexpr.mul(*(cexpr.size(s) for s in x.shape[:-1]))
             lines += _tensor("d->src", (rows, x.shape[-1]), (0, 1))
-            lines += _tensor("d->weights", (x.shape[-1], w.shape[0]), (1, 0))  # [O, K] in memory is [K, O] transposed
+            lines += _tensor("d->weights", (w.shape[0], x.shape[-1]), (0, 1))
             lines += _tensor("d->dst", (rows, out.shape[-1]), (0, 1))
             if has_bias:
-                lines += _tensor("d->bias", (1, w.shape[0]), (0, 1))
+                lines += _tensor("d->bias", (w.shape[0],), (0,))
         else:
             rank = out.rank
             a, b = (_padded(t.shape, rank) for t in anchor.inputs)
@@ -187,7 +189,7 @@ class OneDnnModule(DnnModule):
         return lines
 
 
-_OP = {"conv": "SOL_DNNL_CONV", "conv_transpose": "SOL_DNNL_DECONV", "linear": "SOL_DNNL_MATMUL",
+_OP = {"conv": "SOL_DNNL_CONV", "conv_transpose": "SOL_DNNL_DECONV", "linear": "SOL_DNNL_INNER_PRODUCT",
        "matmul": "SOL_DNNL_MATMUL"}
 
 

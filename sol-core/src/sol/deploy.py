@@ -67,6 +67,8 @@ class DeployResult:
     compile_flags: tuple[str, ...]
     #: how the target's libraries are handled (linked statically, shipped beside, or avoided)
     notes: tuple[str, ...]
+    #: shared libraries copied beside the library, to be shipped with it
+    shipped: tuple[Path, ...] = ()
 
     @property
     def size(self) -> int:
@@ -80,6 +82,8 @@ class DeployResult:
         if self.weights is not None:
             lines.append(f"  weights:  {self.weights} (ship it beside the library, or set "
                          f"{self.func_name.upper()}_WEIGHTS to its path)")
+        if self.shipped:
+            lines.append(f"  ship:     {', '.join(str(p) for p in self.shipped)} (beside the library)")
         lines.append(f"  API:      {', '.join(self.symbols)}")
         lines.append(f"  link:     {' '.join(self.link_flags)}")
         what = "needs at run time" if self.kind == "shared" else "needs when linking"
@@ -104,16 +108,18 @@ def deploy(model: Any, *inputs: Any, target: str = "lib::shared", lib_name: str 
     out_dir = Path(settings["path"]).expanduser().resolve()
 
     graph = _parse(model, inputs)
-    flavour = deploy_target.flavour()
+    target_options = {key: value for key, value in opts.items() if "::" in key}
+    flavour = deploy_target.flavour(target_options)
     if not isinstance(flavour, Flavour):
         raise SolDeviceError(f"deploy target {device_type!r} returned {flavour!r} from flavour(), not a "
                              "sol.codegen.Flavour")
     the_plan = plan(graph, flavour)
+    extras = deploy_target.libraries(flavour, target_options)
     out_dir.mkdir(parents=True, exist_ok=True)
     header_path = out_dir / f"{lib}.h"
     library_path = out_dir / (f"{lib}.so" if kind == "shared" else f"{lib}.a")
     weights_name = f"{lib}.weights" if opts["weights"] == "file" else None
-    flags = " ".join(deploy_target.option_flags({k: v for k, v in opts.items() if "::" in k}))
+    flags = " ".join(deploy_target.option_flags(target_options))
     with tempfile.TemporaryDirectory(prefix=f"sol-deploy-{lib}-") as tmp:
         work = Path(tmp)
         generated = sources(graph, the_plan, flavour, lib_name=lib, func=func,
@@ -126,8 +132,7 @@ def deploy(model: Any, *inputs: Any, target: str = "lib::shared", lib_name: str 
         if _debug():  # the source is worth reading when something is off; it is big, so only on request
             shutil.copy2(source, out_dir / source.name)
         api = (f"{func}_init", f"{func}_seed", func, "sol_ext_malloc", "sol_ext_free")
-        built = build_library(deploy_target, {k: v for k, v in opts.items() if "::" in k}, source,
-                              library_path, kind, api, lib)
+        built = build_library(deploy_target, target_options, source, library_path, kind, api, lib, extras)
         if kind == "static":
             check_link(deploy_target, work / header_path.name, built, func)
     weights_path = None
@@ -136,7 +141,7 @@ def deploy(model: Any, *inputs: Any, target: str = "lib::shared", lib_name: str 
         weights_path.write_bytes(generated.weights.file_bytes())
     result = DeployResult(library_path, header_path, weights_path, kind, device_type, func, generated.inputs,
                           generated.outputs, built.symbols, built.link_flags, built.runtime_libraries,
-                          built.compile_flags, deploy_target.notes)
+                          built.compile_flags, (*deploy_target.notes, *extras.notes), built.shipped)
     print(result.summary())
     return result
 

@@ -110,7 +110,7 @@ class SolSpecs:
                 def binutils_prefix(self):
                     return "mydev-linux-gnu-"
 
-                def flavour(self):
+                def flavour(self, options):
                     from sol.codegen import CpuFlavour  # lazy: importing the plugin stays cheap
 
                     return CpuFlavour("mydev")

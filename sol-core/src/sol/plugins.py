@@ -216,47 +216,43 @@ class PluginRegistry:
             except TypeError:
                 raise SolPluginError(f"{hook}() must return an iterable, got {type(result).__name__}") from None
 
-        for backend in call("sol_backends"):
-            if not isinstance(backend, Backend):
-                raise SolPluginError(f"sol_backends() returned {backend!r}, which is not a sol.records.Backend")
-            if cand.kind != "backend":
-                raise SolPluginError("sol_backends() is implemented by a plugin in the sol.frontends group")
-            if backend.name != name:
-                raise SolPluginError(f"backend name {backend.name!r} does not match its entry-point name {name!r}")
+        def records(hook: str, record_type: type, kind: str | None) -> list[Any]:
+            """The hook's records, each of the right type, from a plugin of the right group."""
+            found = call(hook)
+            for record in found:
+                if not isinstance(record, record_type):
+                    raise SolPluginError(f"{hook}() returned {record!r}, which is not a sol.records.{record_type.__name__}")
+                if kind is not None and cand.kind != kind:
+                    raise SolPluginError(f"{hook}() is implemented by a plugin in the sol.{cand.kind}s group")
+            return found
+
+        def claim(store: dict[str, Any], what: str, claimed: str, record: Any) -> None:
+            """A record named after the plugin, and only one per plugin."""
+            if claimed != name:
+                raise SolPluginError(f"{what} name {claimed!r} does not match its entry-point name {name!r}")
+            if claimed in store:
+                raise SolPluginError(f"{what} {claimed!r} is returned twice")
+            store[claimed] = record
+
+        for backend in records("sol_backends", Backend, "backend"):
+            claim(backends, "backend", backend.name, backend)
             if not backend.description:
                 raise SolPluginError(f"backend {name!r} has no description")
             if name in self.backends:
                 raise SolPluginError(f"backend {name!r} is already provided by another plugin")
-            backends[name] = backend
-        for frontend in call("sol_frontends"):
-            if not isinstance(frontend, Frontend):
-                raise SolPluginError(f"sol_frontends() returned {frontend!r}, which is not a sol.records.Frontend")
-            if cand.kind != "frontend":
-                raise SolPluginError("sol_frontends() is implemented by a plugin in the sol.backends group")
-            if frontend.name != name:
-                raise SolPluginError(f"frontend name {frontend.name!r} does not match its entry-point name {name!r}")
-            frontends[name] = frontend
-        for key in call("sol_config_keys"):
-            if not isinstance(key, ConfigKey):
-                raise SolPluginError(f"sol_config_keys() returned {key!r}, which is not a sol.records.ConfigKey")
+        for frontend in records("sol_frontends", Frontend, "frontend"):
+            claim(frontends, "frontend", frontend.name, frontend)
+        for key in records("sol_config_keys", ConfigKey, None):
             if key.component != name:
                 raise SolPluginError(f"config key {key.name!r} must be named '{name}::...'")
             keys.append(key)
-        for target in call("sol_deploy_targets"):
-            if not isinstance(target, DeployTarget):
-                raise SolPluginError(f"sol_deploy_targets() returned {target!r}, which is not a sol.records.DeployTarget")
-            if cand.kind != "backend":
-                raise SolPluginError("sol_deploy_targets() is implemented by a plugin in the sol.frontends group")
-            if target.device_type != name:
-                raise SolPluginError(f"deploy target {target.device_type!r} does not match its entry-point name {name!r}")
-            if target.device_type in targets:
-                raise SolPluginError(f"sol_deploy_targets() returned two targets for {name!r}")
+        for target in records("sol_deploy_targets", DeployTarget, "backend"):
+            claim(targets, "deploy target", target.device_type, target)
             if not target.description or not target.install_hint:
                 raise SolPluginError(f"deploy target {name!r} needs a description and an install_hint")
             bad = [key for key in target.options if "::" not in key]
             if bad:
                 raise SolPluginError(f"deploy target {name!r} declares options without a component: {', '.join(bad)}")
-            targets[name] = target
         if cand.kind == "backend" and not backends:
             raise SolPluginError("a plugin in the sol.backends group must return a backend from sol_backends()")
         if cand.kind == "frontend" and not frontends:

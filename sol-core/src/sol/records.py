@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 
@@ -157,6 +158,21 @@ class Frontend:
         return f"<{type(self).__name__} frontend {self.name!r}>"
 
 
+@dataclasses.dataclass(frozen=True)
+class DeployLibraries:
+    """What a deploy target's generated code links besides itself (e.g. a compute library and its glue).
+
+    ``objects`` are linked into the deployed library (their symbols must be
+    hidden); ``shipped`` shared libraries are copied beside it and found
+    there at run time (``$ORIGIN``); ``notes`` tell the user about them.
+    """
+
+    include_dirs: tuple[Path, ...] = ()
+    objects: tuple[Path, ...] = ()
+    shipped: tuple[Path, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
 class DeployTarget:
     """How ``sol.deploy`` builds a standalone C library for one device type.
 
@@ -192,9 +208,13 @@ class DeployTarget:
         """Prepended to ar, nm, objcopy and readelf (``"aarch64-linux-gnu-"`` for the cross binutils)."""
         return ""
 
-    def flavour(self) -> Any:
-        """The `sol.codegen.Flavour` the library's code is generated with (library-free: see ``notes``)."""
+    def flavour(self, options: Mapping[str, str]) -> Any:
+        """The `sol.codegen.Flavour` the library's code is generated with, given the target's options."""
         raise NotImplementedError
+
+    def libraries(self, flavour: Any, options: Mapping[str, str]) -> DeployLibraries:
+        """What ``flavour``'s code needs besides its own source (default: nothing, library-free code)."""
+        return DeployLibraries()
 
     def emulator(self) -> list[str] | None:
         """argv prefix that runs a program built for the target on this machine ([]: natively; None: cannot)."""

@@ -17,6 +17,8 @@ DEFAULT_SEED = 314159
 _global_seed = DEFAULT_SEED
 _type_seeds: dict[str, int] = {}
 _device_seeds: dict[tuple[str, int], int] = {}
+#: how many times set_seed was called: random streams (e.g. training dropout) restart when it changes
+_generation = 0
 
 
 def _check(seed_value: int) -> int:
@@ -37,8 +39,9 @@ def _scope(device_type: object, device_idx: int | None) -> tuple[str | None, int
 
 def set_seed(seed: int, device_type: object = None, device_idx: int | None = None) -> None:
     """Set the seed of the global, device-type, or single-device scope."""
-    global _global_seed
+    global _global_seed, _generation
     seed = _check(seed)
+    _generation += 1
     dtype, idx = _scope(device_type, device_idx)
     if dtype is None:
         _global_seed = seed
@@ -60,6 +63,11 @@ def seed(device_type: object = None, device_idx: int | None = None) -> int:
     if dtype is not None and dtype in _type_seeds:
         return _type_seeds[dtype]
     return _global_seed
+
+
+def generation() -> int:
+    """Counts `set_seed` calls; a consumer of random numbers restarts its sequence when this changes."""
+    return _generation
 
 
 def seeds() -> dict[str, int]:

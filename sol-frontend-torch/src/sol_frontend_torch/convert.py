@@ -50,13 +50,37 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.detach().cpu().numpy()
 
 
+#: name of the graph input that carries the (seed, step) key of random layers in training graphs
+RNG_INPUT = "sol_rng_key"
+
+
 class Converter(Context):
-    def __init__(self, capture: Capture, model: torch.nn.Module, name: str) -> None:
+    def __init__(self, capture: Capture, model: torch.nn.Module, name: str, training: bool = False) -> None:
         self.graph = Graph(name)
         self.sizes = SizeMapper()
         self.capture = capture
         self.model = model
+        self.training = training
         self.env: dict[torch.fx.Node, Any] = {}
+        #: framework buffer name -> the value the model writes into it (in capture order)
+        self.mutations: dict[str, Tensor] = {}
+        self._rng: Tensor | None = None
+        self._streams = 0
+
+    def mutate(self, state: Tensor, value: Tensor) -> None:
+        names = [n for n, t in self.graph.params.items() if t is state]
+        if not names:
+            raise SolUnsupportedError(f"{self.where}: the model writes into a tensor that is not one of its buffers")
+        self.mutations[names[0]] = value
+
+    def rng_key(self) -> Tensor:
+        if self._rng is None:
+            self._rng = Tensor(self.graph.unique_name(RNG_INPUT), (Dim(2, Purpose.C),), "int64", "input")
+        return self._rng
+
+    def rng_stream(self) -> int:
+        self._streams += 1
+        return self._streams
 
     # -- Context API used by the handlers --------------------------------------
     def size(self, value: Any) -> Size:
@@ -102,6 +126,8 @@ class Converter(Context):
                 self._outputs(node)
             else:
                 raise SolUnsupportedError(f"FX node {node.op} {node.target} is not supported")
+        if self._rng is not None:
+            self.graph.inputs.append(self._rng)  # last, after the user's inputs
         self._drop_unused_params()
         return self.graph
 
@@ -178,6 +204,8 @@ class Converter(Context):
         if key.endswith("_") and args and isinstance(args[0], Tensor) and isinstance(node.args[0], torch.fx.Node):
             # In-place op: later readers of the mutated tensor must see the new value.
             self.env[node.args[0]] = result
+            if args[0].kind == "param" and isinstance(result, Tensor):
+                self.mutate(args[0], result)  # a buffer update, e.g. BatchNorm's num_batches_tracked += 1
         return self._check(node, key, result)
 
     def _check(self, node: torch.fx.Node, key: str, result: Any) -> Any:
@@ -203,6 +231,7 @@ class Converter(Context):
 
     def _drop_unused_params(self) -> None:
         used = {id(t) for layer in self.graph.layers for t in layer.inputs} | {id(t) for t in self.graph.outputs}
+        used |= {id(t) for t in self.mutations.values()}
         self.graph.params = {name: t for name, t in self.graph.params.items() if id(t) in used}
 
 
@@ -217,3 +246,14 @@ def op_key(target: Any) -> str:
 
 def convert(capture: Capture, model: torch.nn.Module, name: str = "model") -> Graph:
     return Converter(capture, model, name).run()
+
+
+def convert_training(capture: Capture, model: torch.nn.Module, name: str = "model") -> tuple[Graph, list[str]]:
+    """A graph of the model in training mode whose outputs are the model's, then the buffers it writes.
+
+    Returns the graph and the names of those buffers (one per extra output, in order).
+    """
+    converter = Converter(capture, model, name, training=True)
+    graph = converter.run()
+    graph.outputs = graph.outputs + list(converter.mutations.values())
+    return graph, list(converter.mutations)

@@ -15,6 +15,8 @@ from .convert import convert
 
 #: the pytree structure of each parsed model's outputs, so `wrap` can rebuild tuples/lists/dicts
 _OUTPUT_SPECS: weakref.WeakKeyDictionary[torch.nn.Module, Any] = weakref.WeakKeyDictionary()
+#: the example inputs and batch_size each model was parsed with: training variants are captured with them later
+_EXAMPLES: weakref.WeakKeyDictionary[torch.nn.Module, tuple[tuple[Any, ...], int | None]] = weakref.WeakKeyDictionary()
 
 
 def output_spec(model: torch.nn.Module) -> Any:
@@ -30,15 +32,24 @@ class TorchFrontend(Frontend):
         return isinstance(model, torch.nn.Module)
 
     def parse(self, model: Any, inputs: tuple[Any, ...], batch_size: int | None = None) -> Graph:
-        captured = capture(model, inputs, batch_size)
+        # The inference graph is always the eval-mode model; training mode gets its own variant on first use.
+        modes = {m: m.training for m in model.modules()}
+        model.eval()
+        try:
+            captured = capture(model, inputs, batch_size)
+        finally:
+            for module, mode in modes.items():
+                module.training = mode
         graph = convert(captured, model, name=type(model).__name__)
         _OUTPUT_SPECS[model] = captured.program.call_spec.out_spec
+        _EXAMPLES[model] = (tuple(inputs), batch_size)
         return graph
 
     def wrap(self, model: Any, compiled: Any) -> torch.nn.Module:
         from .module import SolModule
 
-        return SolModule(model, compiled, output_spec(model))
+        device = getattr(compiled, "metadata", {}).get("flavour")
+        return SolModule(model, compiled, output_spec(model), _EXAMPLES.get(model), device)
 
     def versions(self) -> Mapping[str, str]:
         return {"torch": torch.__version__}

@@ -4,8 +4,13 @@ It *is* the original model as far as parameters go: it shares the
 original's ``_parameters``, ``_buffers`` and ``_modules`` dicts (no copies),
 so ``state_dict`` / ``load_state_dict`` work in both directions and with the
 original's names. ``forward`` passes pointers of the framework's own tensors
-to the compiled code (`sol.runtime`), re-running its "prepare" program
-whenever a parameter changed.
+to the compiled code (`sol.runtime`), re-running a compiled model's
+"prepare" program whenever a parameter changed.
+
+Inference (eval mode without gradients) runs the model compiled by
+sol.optimize. Training mode, and any call that needs gradients, runs a
+training variant (`sol_frontend_torch.training`) compiled lazily on first
+use and cached per mode and per set of tensors that require grad.
 """
 
 from __future__ import annotations
@@ -16,10 +21,15 @@ from typing import Any
 import sympy
 import torch
 import torch.utils._pytree as pytree
-from sol.errors import SolError, SolInputError
+from sol.errors import SolInputError
 from sol.ir import BATCH, Size
+from sol.seeds import generation
 
 from .capture import torch_dtype
+from .params import ParamSlots
+from .training import RecomputeFunction, SolFunction, Step, Variant, capture_variant, rng_key
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def _spec_fields(spec: Any) -> tuple[tuple[Size, ...], str]:
@@ -35,21 +45,9 @@ def _describe(shape: Sequence[Size]) -> str:
     return "[" + ", ".join("batch" if s == BATCH else str(s) for s in shape) + "]"
 
 
-class _TrainingNotSupported(torch.autograd.Function):
-    """Connects outputs to the parameters so that backward() raises instead of giving silently wrong gradients."""
-
-    @staticmethod
-    def forward(ctx: Any, count: int, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:  # type: ignore[override]
-        return tuple(t.detach() for t in tensors[:count])
-
-    @staticmethod
-    def backward(ctx: Any, *grads: Any) -> Any:  # type: ignore[override]
-        raise SolError("backward through a SOL-optimized model is not supported yet (training support comes in a later "
-                       "release); optimize the model for inference, or run backward on the original PyTorch model")
-
-
 class SolModule(torch.nn.Module):
-    def __init__(self, model: torch.nn.Module, compiled: Any, output_spec: Any = None) -> None:
+    def __init__(self, model: torch.nn.Module, compiled: Any, output_spec: Any = None,
+                 example: tuple[tuple[Any, ...], int | None] | None = None, device: Any = None) -> None:
         super().__init__()
         # Share, don't copy: the original's parameters under the original names (see module docstring).
         object.__setattr__(self, "_parameters", model._parameters)
@@ -59,40 +57,19 @@ class SolModule(torch.nn.Module):
         object.__setattr__(self, "_sol_model", model)
         object.__setattr__(self, "_sol_compiled", compiled)
         object.__setattr__(self, "_sol_output_spec", getattr(compiled, "output_structure", None) or output_spec)
-        object.__setattr__(self, "_sol_param_slots", [self._slot(name) for name in compiled.param_names])
-        object.__setattr__(self, "_sol_prepared", None)
+        object.__setattr__(self, "_sol_params", ParamSlots(model, list(compiled.param_names)))
+        #: (example inputs, batch_size) given to sol.optimize: what training variants are captured with
+        object.__setattr__(self, "_sol_example", example)
+        object.__setattr__(self, "_sol_device", device)
+        object.__setattr__(self, "_sol_variants", {})
+        object.__setattr__(self, "_sol_rng", [generation(), 0])
         self.training = model.training
-
-    def _slot(self, name: str) -> tuple[torch.nn.Module, str]:
-        """Where a parameter lives, resolved once; its tensor is fetched per call (the user may reassign it)."""
-        owner_path, _, attr = name.rpartition(".")
-        owner = self._sol_model.get_submodule(owner_path) if owner_path else self._sol_model
-        if not isinstance(getattr(owner, attr, None), torch.Tensor):
-            raise SolError(f"the compiled model needs parameter {name!r}, which the PyTorch model does not have")
-        return owner, attr
 
     @property
     def compiled(self) -> Any:
         return self._sol_compiled
 
-    def _params(self) -> list[torch.Tensor]:
-        tensors = []
-        for owner, attr in self._sol_param_slots:
-            tensor = getattr(owner, attr).detach()
-            tensors.append(tensor if tensor.is_contiguous() else tensor.contiguous())
-        return tensors
-
-    def _prepare_if_changed(self, params: list[torch.Tensor]) -> list[int]:
-        pointers = [p.data_ptr() for p in params]
-        # _version counts in-place writes (load_state_dict, optimizer steps); data_ptr catches reassignment.
-        signature = tuple(zip(pointers, (getattr(owner, attr)._version for owner, attr in self._sol_param_slots), strict=True))
-        if signature != self._sol_prepared:
-            self._sol_compiled.prepare(pointers)
-            object.__setattr__(self, "_sol_prepared", signature)
-        return pointers
-
-    def _batch(self, inputs: Sequence[Any]) -> int:
-        specs = list(self._sol_compiled.input_specs)
+    def _batch(self, inputs: Sequence[Any], specs: Sequence[Any]) -> int:
         if len(inputs) != len(specs):
             raise SolInputError(f"the optimized model takes {len(specs)} inputs, got {len(inputs)}")
         batch: int | None = None
@@ -120,24 +97,91 @@ class SolModule(torch.nn.Module):
                     raise SolInputError(f"input {index}: expected {expected}, got shape {list(value.shape)}")
         return batch if batch is not None else 1
 
+    def _structure(self, outputs: list[torch.Tensor], spec: Any) -> Any:
+        if spec is not None:
+            return pytree.tree_unflatten(outputs, spec)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
     def forward(self, *inputs: Any) -> Any:
+        wants_grad = torch.is_grad_enabled() and (
+            any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs)
+            or any(p.requires_grad for p in self._sol_model.parameters()))
+        if self.training:
+            return self._train_forward(inputs)
         compiled = self._sol_compiled
-        batch = self._batch(inputs)
+        batch = self._batch(inputs, compiled.input_specs)
         tensors = [x if x.is_contiguous() else x.contiguous() for x in inputs]
-        params = self._params()
-        param_ptrs = self._prepare_if_changed(params)
+        param_ptrs = self._sol_params.pointers(compiled, self._sol_params.tensors())
         device = tensors[0].device if tensors else torch.device("cpu")
         outputs = [torch.empty(tuple(shape), dtype=torch_dtype(_spec_fields(spec)[1]), device=device)
                    for shape, spec in zip(compiled.output_shapes(batch), compiled.output_specs, strict=True)]
         compiled.run([x.data_ptr() for x in tensors], param_ptrs, [o.data_ptr() for o in outputs], batch)
-        if torch.is_grad_enabled():
-            needs_grad = [getattr(o, a) for o, a in self._sol_param_slots if getattr(o, a).requires_grad]
-            needs_grad += [x for x in inputs if x.requires_grad]
-            if needs_grad:
-                outputs = list(_TrainingNotSupported.apply(len(outputs), *outputs, *needs_grad))
-        if self._sol_output_spec is not None:
-            return pytree.tree_unflatten(outputs, self._sol_output_spec)
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        if wants_grad:
+            outputs = self._attach_gradients(outputs, inputs, batch)
+        return self._structure(outputs, self._sol_output_spec)
+
+    def _attach_gradients(self, outputs: list[torch.Tensor], inputs: Sequence[Any], batch: int) -> list[torch.Tensor]:
+        """Eval mode with autograd on: outputs stay the inference run's; a backward compiles the eval step lazily."""
+        wrt_params, wrt_inputs = self._targets(list(dict(self._sol_model.named_parameters())), inputs)
+        live = dict(self._sol_model.named_parameters())
+
+        def make_step() -> Step:
+            variant = self._variant(training=False)
+            return self._compiled_step(variant, [n for n in wrt_params if n in variant.graph.params], wrt_inputs)
+
+        tensors = [x if x.is_contiguous() else x.contiguous() for x in inputs]
+        return list(RecomputeFunction.apply(outputs, make_step, batch, len(tensors), *tensors, *[live[n] for n in wrt_params]))
+
+    # -- training ---------------------------------------------------------------
+    def _variant(self, training: bool) -> Variant:
+        mode = bool(training)
+        variant = self._sol_variants.get(mode)
+        if variant is None:
+            if self._sol_example is None:
+                raise SolInputError("this SolModule was built without its example inputs, so it cannot compile a "
+                                    "training variant; create it with sol.optimize(model, example_input)")
+            inputs, batch_size = self._sol_example
+            variant = capture_variant(self._sol_model, inputs, batch_size, mode)
+            self._sol_variants[mode] = variant
+        return variant
+
+    def _targets(self, params: list[str], inputs: Sequence[Any]) -> tuple[list[str], list[int]]:
+        """The parameters (names) and inputs (indices) that need gradients now."""
+        if not torch.is_grad_enabled():
+            return [], []
+        live = ParamSlots(self._sol_model, params).live()
+        wrt_params = [n for n, t in zip(params, live, strict=True) if t.requires_grad and t.dtype in _FLOATS]
+        wrt_inputs = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.requires_grad and x.dtype in _FLOATS]
+        return wrt_params, wrt_inputs
+
+    def _compiled_step(self, variant: Variant, wrt_params: list[str], wrt_inputs: list[int]) -> Step:
+        """The step for one set of gradient targets (compiled once per set)."""
+        key = (tuple(wrt_params), tuple(wrt_inputs))
+        step = variant.steps.get(key)
+        if step is None:
+            step = Step(variant, self._sol_model, wrt_params, wrt_inputs, self._sol_device)
+            variant.steps[key] = step
+        return step
+
+    def _rng_key(self) -> torch.Tensor:
+        state = self._sol_rng
+        if state[0] != generation():  # sol.set_seed restarts the sequence of dropout masks
+            state[0], state[1] = generation(), 0
+        state[1] += 1
+        return rng_key(getattr(self._sol_compiled, "device_type_name", "x86"), state[1])
+
+    def _train_forward(self, inputs: Sequence[Any]) -> Any:
+        variant = self._variant(training=True)
+        wrt_params, wrt_inputs = self._targets(list(variant.graph.params), inputs)
+        step = self._compiled_step(variant, wrt_params, wrt_inputs)
+        user_specs = step.forward.input_specs[: len(step.forward.input_specs) - int(variant.uses_rng)]
+        batch = self._batch(inputs, user_specs)
+        tensors = [x if x.is_contiguous() else x.contiguous() for x in inputs]
+        if variant.uses_rng:
+            tensors.append(self._rng_key())
+        params = dict(zip(variant.graph.params, ParamSlots(self._sol_model, list(variant.graph.params)).live(), strict=True))
+        outputs = SolFunction.apply(step, batch, len(tensors), *tensors, *[params[n] for n in wrt_params])
+        return self._structure(list(outputs), variant.out_spec)
 
     def extra_repr(self) -> str:
         return f"SOL-optimized {type(self._sol_model).__name__}"

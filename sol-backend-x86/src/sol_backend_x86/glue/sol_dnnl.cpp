@@ -109,6 +109,12 @@ struct Call {
       if (creation) remember(pd.weights_desc(), pd.impl_info_str());
       return dnnl::matmul(pd);
     }
+    if (d.op == SOL_DNNL_INNER_PRODUCT) {
+      dnnl::inner_product_forward::primitive_desc pd(engine, dnnl::prop_kind::forward_inference, src, weights, bias,
+                                                     dst, attr);
+      if (creation) remember(pd.weights_desc(), pd.impl_info_str());
+      return dnnl::inner_product_forward(pd);
+    }
     if (d.op == SOL_DNNL_DECONV) {
       dnnl::deconvolution_forward::primitive_desc pd(
           engine, dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, src, weights, bias, dst,

@@ -28,7 +28,7 @@ typedef struct sol_dnnl_tensor {
   int64_t dims[SOL_DNNL_MAX_DIMS];
 } sol_dnnl_tensor;
 
-enum { SOL_DNNL_CONV = 0, SOL_DNNL_DECONV = 1, SOL_DNNL_MATMUL = 2 };
+enum { SOL_DNNL_CONV = 0, SOL_DNNL_DECONV = 1, SOL_DNNL_MATMUL = 2, SOL_DNNL_INNER_PRODUCT = 3 };
 enum { SOL_DNNL_ELTWISE = 0, SOL_DNNL_BINARY = 1 };
 enum {
   SOL_DNNL_RELU = 0, SOL_DNNL_CLIP = 1, SOL_DNNL_ELU = 2, SOL_DNNL_GELU_ERF = 3, SOL_DNNL_GELU_TANH = 4,
@@ -47,7 +47,7 @@ typedef struct sol_dnnl_post {
 } sol_dnnl_post;
 
 typedef struct sol_dnnl_desc {
-  int32_t op;              /* SOL_DNNL_CONV / DECONV / MATMUL */
+  int32_t op;              /* SOL_DNNL_CONV / DECONV / MATMUL / INNER_PRODUCT */
   int32_t static_weights;  /* 1: weights are parameters, packed once by sol_dnnl_pack */
   int32_t has_bias;
   int32_t npost;

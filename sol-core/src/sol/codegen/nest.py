@@ -70,7 +70,8 @@ def nest(variables: Sequence[str], extents: Sequence[str], body: list[Node], *, 
     ``parallel``: how many outer loops may be parallel (-1: all but a vectorised last one).
     """
     if not variables:
-        return body
+        # a 0-d result: scope the body anyway, so two such kernels in one program can both declare ``acc``
+        return [Block(body)]
     count = len(variables)
     if parallel < 0:
         parallel = count - 1 if (vector_last and count > 1) else count

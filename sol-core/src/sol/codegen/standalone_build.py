@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .. import log
 from ..errors import SolBuildError
-from ..records import DeployTarget
+from ..records import DeployLibraries, DeployTarget
 from .build import failed_builds_dir
 
 _log = log.get("deploy")
@@ -56,6 +56,8 @@ class BuiltLibrary:
     link_flags: tuple[str, ...]
     #: the compiler flags of the library's code (for the header and the report)
     compile_flags: tuple[str, ...]
+    #: shared libraries copied beside the library (ship them with it)
+    shipped: tuple[Path, ...] = ()
 
 
 def require_tools(target: DeployTarget) -> None:
@@ -72,32 +74,63 @@ def compile_flags(target: DeployTarget, options: Mapping[str, str]) -> list[str]
 
 
 def build_library(target: DeployTarget, options: Mapping[str, str], source: Path, library: Path, kind: str,
-                  api: Sequence[str], name: str) -> BuiltLibrary:
-    """Compile ``source`` into ``library`` ("shared" or "static") and verify that it exports exactly ``api``."""
+                  api: Sequence[str], name: str, extras: DeployLibraries | None = None) -> BuiltLibrary:
+    """Compile ``source`` (plus ``extras``) into ``library`` ("shared" or "static"); verify it exports exactly ``api``.
+
+    ``extras.shipped`` shared libraries are copied beside ``library`` under their sonames.
+    """
     require_tools(target)
+    extras = extras or DeployLibraries()
     flags = compile_flags(target, options)
-    work = source.parent
+    cxx, work, out = target.compiler(), source.parent, library.parent
     obj = work / (library.stem + ".o")
-    _run([*target.compiler(), *flags, *OBJECT_FLAGS, "-c", str(source), "-o", str(obj)], source, name)
+    includes = [f"-I{d}" for d in extras.include_dirs]
+    _run([*cxx, *flags, *OBJECT_FLAGS, *includes, "-c", str(source), "-o", str(obj)], source, name)
     library.unlink(missing_ok=True)
+    shipped = [ship(target, lib, out) for lib in extras.shipped]
+    shipped_link = [f"-L{out}", *(f"-l:{soname}" for soname in shipped)] if shipped else []
     if kind == "shared":
-        _run([*target.compiler(), *flags, "-shared", str(obj), "-o", str(library), "-Wl,--as-needed",
-              f"-Wl,-soname,{library.name}", "-Wl,-z,noexecstack"], source, name)
+        # The version script is the second lock after -fvisibility=hidden: objects of a compute library's glue
+        # may carry default-visibility template instances from C++ headers.
+        script = work / "api.map"
+        script.write_text("{ global: " + "; ".join(api) + "; local: *; };\n")
+        _run([*cxx, *flags, "-shared", str(obj), *map(str, extras.objects), *shipped_link, "-o", str(library),
+              "-Wl,--as-needed", f"-Wl,-soname,{library.name}", "-Wl,-z,noexecstack", f"-Wl,--version-script={script}",
+              *(["-Wl,-rpath,$ORIGIN"] if shipped else [])], source, name)
         symbols = _defined_symbols(target, library, dynamic=True)
         needed = _needed(target, library)
-        link = (f"-L{library.parent}", f"-l{_link_name(library)}", f"-Wl,-rpath,{library.parent}")
+        link = (f"-L{out}", f"-l{_link_name(library)}", f"-Wl,-rpath,{out}")
     else:
-        _run([target.tool("objcopy"), "--localize-hidden", str(obj)], source, name)
-        _run([target.tool("ar"), "rcs", str(library), str(obj)], source, name)
+        combined = obj
+        if extras.objects:  # one relocatable object, so that hidden cross-object references survive localising
+            combined = work / (library.stem + ".combined.o")
+            _run([*cxx, "-r", "-nostdlib", str(obj), *map(str, extras.objects), "-o", str(combined)], source, name)
+        keep = work / "api.txt"
+        keep.write_text("\n".join(api) + "\n")
+        _run([target.tool("objcopy"), f"--keep-global-symbols={keep}", str(combined)], source, name)
+        _run([target.tool("ar"), "rcs", str(library), str(combined)], source, name)
         symbols = _defined_symbols(target, library, dynamic=False)
-        link = (str(library), *libraries_for(_undefined_symbols(target, library)))
-        needed = tuple("lib" + flag[2:] for flag in link[1:])
+        system = libraries_for(_undefined_symbols(target, library))
+        link = (str(library), *shipped_link, *([f"-Wl,-rpath,{out}"] if shipped else []), *system)
+        needed = (*shipped, *("lib" + flag[2:] for flag in system))
     extra = sorted(set(symbols) - set(api))
     if extra or set(api) - set(symbols):
-        raise SolBuildError(f"the deployed library {library} exports {', '.join(extra) or 'nothing extra'} and lacks "
-                            f"{', '.join(sorted(set(api) - set(symbols))) or 'nothing'}; expected exactly "
+        raise SolBuildError(f"the deployed library {library} exports {', '.join(extra[:20]) or 'nothing extra'} and "
+                            f"lacks {', '.join(sorted(set(api) - set(symbols))) or 'nothing'}; expected exactly "
                             f"{', '.join(api)} (a visibility bug in the generated code; please report it)")
-    return BuiltLibrary(library, tuple(sorted(symbols)), tuple(needed), tuple(link), tuple(flags))
+    return BuiltLibrary(library, tuple(sorted(symbols)), tuple(needed), tuple(link), tuple(flags),
+                        tuple(out / soname for soname in shipped))
+
+
+def ship(target: DeployTarget, shared_library: Path, directory: Path) -> str:
+    """Copy ``shared_library`` into ``directory`` under its soname (what the loader looks for); returns the soname."""
+    rows = _output([target.tool("readelf"), "-d", str(shared_library)])
+    soname = next((m.group(1) for row in rows if (m := re.search(r"\(SONAME\).*\[(.+)\]", row))),
+                  shared_library.name)
+    destination = directory / soname
+    if destination.resolve() != shared_library.resolve():
+        shutil.copy2(shared_library.resolve(), destination)
+    return soname
 
 
 def libraries_for(undefined: Iterable[str]) -> list[str]:

@@ -2,8 +2,11 @@
 
 For each op: its shape rule, its numpy reference (the oracle of every test
 of passes, codegen and backends), its module preference (DNN: a library call
-such as oneDNN; DFP: generated depth-first loop code) and, once training
-lands, its gradient rule.
+such as oneDNN; DFP: generated depth-first loop code) and its gradient rule
+(``gradient(layer, grad_outputs, builder) -> grad_inputs``, emitting SOL IR
+layers into the backward Graph; see `sol.autodiff`). A rule is given either
+as a ``gradient`` staticmethod of the op's class or, for ops defined
+elsewhere, with the `gradient` decorator.
 
 Ops are defined in ``sol/ir/ops/*.py`` with the `op` decorator::
 
@@ -18,7 +21,7 @@ Ops are defined in ``sol/ir/ops/*.py`` with the `op` decorator::
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +31,8 @@ from .graph import TensorType
 
 InferFn = Callable[[Sequence[TensorType], dict[str, Any]], list[TensorType]]
 ReferenceFn = Callable[[Sequence[np.ndarray], dict[str, Any]], list[np.ndarray]]
+#: (layer, gradient of each output or None, backward-graph builder) -> gradient of each input or None
+GradientFn = Callable[..., list[Any]]
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,7 @@ class OpDef:
     reference: ReferenceFn
     module: str = "DFP"  # "DNN" or "DFP"
     elementwise: bool = False  # output[i] depends only on inputs[i] (with broadcasting): fusible into epilogues
-    gradient: Callable[..., Any] | None = None
+    gradient: GradientFn | None = None
     doc: str = ""
 
 
@@ -62,6 +67,22 @@ def op(name: str, *, module: str = "DFP", elementwise: bool = False) -> Callable
             doc=(cls.__doc__ or "").strip(),
         )
         return cls
+
+    return register
+
+
+def gradient(*names: str) -> Callable[[GradientFn], GradientFn]:
+    """Attach a gradient rule to already registered ops (each op has at most one rule)."""
+
+    def register(fn: GradientFn) -> GradientFn:
+        for name in names:
+            opdef = _OPS.get(name)
+            if opdef is None:
+                raise ValueError(f"gradient rule for unknown op {name!r}")
+            if opdef.gradient is not None:
+                raise ValueError(f"op {name!r} has a gradient rule already")
+            _OPS[name] = replace(opdef, gradient=fn)
+        return fn
 
     return register
 

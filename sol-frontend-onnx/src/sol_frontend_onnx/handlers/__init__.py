@@ -9,6 +9,6 @@ the model's opset (``ctx.opset``) -- and returns the node's output tensors
 from __future__ import annotations
 
 from ._registry import HANDLERS, handler
-from . import attention, elementwise, indexing, losses, nn, normalization, reduce, shape  # noqa: E402,F401  (register handlers)
+from . import attention, elementwise, indexing, losses, nn, normalization, reduce, resize, shape  # noqa: E402,F401  (register handlers)
 
 __all__ = ["HANDLERS", "handler"]

@@ -36,6 +36,8 @@ class Context:
     graph: Graph
     node: torch.fx.Node
     where: str
+    #: whether the model is captured for training (batch statistics, active dropout)
+    training: bool = False
 
     def size(self, value: Any) -> Size:
         raise NotImplementedError
@@ -47,6 +49,18 @@ class Context:
         raise NotImplementedError
 
     def meta_shape(self, node: torch.fx.Node | None = None) -> tuple[Size, ...]:
+        raise NotImplementedError
+
+    def mutate(self, state: Tensor, value: Tensor) -> None:
+        """Record that the model writes ``value`` into its buffer ``state`` (e.g. running statistics)."""
+        raise NotImplementedError
+
+    def rng_key(self) -> Tensor:
+        """The int64[2] (seed, step) input of random layers, added to the graph on first use."""
+        raise NotImplementedError
+
+    def rng_stream(self) -> int:
+        """A number unique per random layer of the model (its Philox stream)."""
         raise NotImplementedError
 
     def one(self, op: str, inputs: Sequence[Tensor], attrs: dict[str, Any] | None = None) -> Tensor:

@@ -88,11 +88,35 @@ def _batch_norm(cx: Context, x: Tensor, weight: Tensor | None, bias: Tensor | No
     return cx.one("batch_norm", inputs, {"eps": float(eps)})
 
 
+def _running_update(cx: Context, running: Tensor, batch: Tensor, momentum: float) -> None:
+    """PyTorch's rule: running = (1 - momentum) * running + momentum * batch statistic."""
+    kept = cx.one("mul", [running, cx.graph.add_const("bn_keep", np.array(1.0 - momentum, dtype=running.dtype))])
+    new = cx.one("mul", [batch, cx.graph.add_const("bn_momentum", np.array(momentum, dtype=running.dtype))])
+    cx.mutate(running, cx.one("add", [kept, new]))
+
+
+def _batch_norm_train(cx: Context, x: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor | None,
+                      var: Tensor | None, momentum: float | None, eps: float) -> Tensor:
+    if weight is None and bias is not None:
+        weight = cx.graph.add_const("bn_ones", np.ones(int(x.shape[1]), dtype=x.dtype))
+    inputs = [x] + ([weight] if weight is not None else []) + ([bias] if bias is not None else [])
+    y, batch_mean, _, unbiased_var = cx.layer("batch_norm_train", inputs, {"eps": float(eps)})
+    if mean is not None and var is not None:
+        if momentum is None:
+            raise SolUnsupportedError("batch norm with momentum=None (a cumulative average) is not supported in training; "
+                                      "set a momentum")
+        _running_update(cx, mean, batch_mean, float(momentum))
+        _running_update(cx, var, unbiased_var, float(momentum))
+    return y
+
+
 @aten("batch_norm")
 def batch_norm(cx: Context, x: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor | None, var: Tensor | None,
                training: bool, momentum: float, eps: float, *_: Any) -> Tensor:
     if training:
-        raise SolUnsupportedError("batch norm in training mode; call model.eval() before sol.optimize (training support comes later)")
+        if not cx.training:
+            raise SolUnsupportedError("batch norm in training mode while capturing for inference; call model.eval()")
+        return _batch_norm_train(cx, x, weight, bias, mean, var, momentum, eps)
     return _batch_norm(cx, x, weight, bias, mean, var, eps)
 
 
@@ -175,11 +199,33 @@ def log_softmax(cx: Context, x: Tensor, dim: int, *_: Any) -> Tensor:
     return cx.one("log_softmax", [x], {"axis": axis(dim, x.rank)})
 
 
+def _attention_with_dropout(cx: Context, q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, dropout_p: float,
+                            is_causal: bool, scale: float | None) -> Tensor:
+    """Training attention with dropout on the weights: the composition (the fused op has no dropout)."""
+    factor = 1.0 / float(np.sqrt(int(q.shape[-1]))) if scale is None else float(scale)
+    perm = (*range(k.rank - 2), k.rank - 1, k.rank - 2)
+    scores = cx.one("mul", [cx.one("matmul", [q, cx.one("permute", [k], {"perm": perm})]), cx.const(factor)])
+    if is_causal:
+        length, source = int(scores.shape[-2]), int(scores.shape[-1])
+        causal = np.where(np.tril(np.ones((length, source), dtype=bool)), 0.0, -np.inf).astype(scores.dtype)
+        scores = cx.one("add", [scores, cx.graph.add_const("causal_mask", causal)])
+    if attn_mask is not None:
+        if attn_mask.dtype == "bool":
+            scores = cx.one("where", [attn_mask, scores, cx.const(float("-inf"))])
+        else:
+            scores = cx.one("add", [scores, attn_mask])
+    weights = cx.one("softmax", [scores], {"axis": scores.rank - 1})
+    weights = cx.one("dropout_train", [weights, cx.rng_key()], {"p": float(dropout_p), "stream": cx.rng_stream()})
+    return cx.one("matmul", [weights, v])
+
+
 @aten("scaled_dot_product_attention")
 def attention(cx: Context, q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
               is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> Tensor:
     if enable_gqa and q.shape[-3] != k.shape[-3]:
         raise SolUnsupportedError("grouped-query attention (enable_gqa with fewer key heads) is not supported yet")
+    if cx.training and dropout_p > 0:
+        return _attention_with_dropout(cx, q, k, v, attn_mask, dropout_p, is_causal, scale)
     inputs = [q, k, v] + ([attn_mask] if attn_mask is not None else [])
     return cx.one("attention", inputs, {"scale": None if scale is None else float(scale), "is_causal": bool(is_causal)})
 
@@ -197,5 +243,11 @@ def channel_shuffle(cx: Context, x: Tensor, groups: int) -> Tensor:
 @aten("dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout")
 def dropout(cx: Context, x: Tensor, p: float, train: bool) -> Tensor:
     if train and p > 0:
-        raise SolUnsupportedError("dropout in training mode; call model.eval() before sol.optimize (training support comes later)")
+        kind = cx.node.target.__name__.split(".")[0]  # type: ignore[union-attr]
+        if not cx.training or "alpha" in kind:
+            what = "alpha dropout" if "alpha" in kind else "dropout in training mode while capturing for inference"
+            raise SolUnsupportedError(f"{what} is not supported; call model.eval() for inference")
+        # Dropout2d/3d (feature_dropout) drops whole channels: one draw per (n, c)
+        attrs = {"p": float(p), "stream": cx.rng_stream(), "per_channel": kind == "feature_dropout"}
+        return cx.one("dropout_train", [x, cx.rng_key()], attrs)
     return cx.one("dropout", [x], {"p": float(p)})

@@ -4,7 +4,21 @@ from __future__ import annotations
 
 from ...ir import Layer
 from ..nest import Node
-from . import attention, dense, elementwise, indexing, math_extra, movement, pool, reduce  # noqa: F401  (register kernels)
+from . import (  # noqa: F401  (register kernels)
+    attention,
+    batch_norm_train,
+    conv_grad,
+    dense,
+    dropout_train,
+    elementwise,
+    indexing,
+    loss,
+    math_extra,
+    movement,
+    pool,
+    pool_grad,
+    reduce,
+)
 from .base import EXPRESSIONS, KERNELS, KernelContext
 from .elementwise import elementwise_kernel, elementwise_operands
 
