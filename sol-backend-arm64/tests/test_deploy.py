@@ -13,11 +13,21 @@ import shutil
 import pytest
 import sol
 from sol.errors import SolBuildError
+from sol.ir import Dim, Graph, Purpose
 from sol.testing.deployment import assert_deploys_correctly
 from sol_backend_arm64.deploy import CROSS_PACKAGE, QEMU_PACKAGE, Arm64DeployTarget, native
 
-torch = pytest.importorskip("torch", reason="the zoo models need PyTorch (installed with sol-frontend-torch)")
-zoo = pytest.importorskip("sol_frontend_torch.zoo", reason="the zoo models come with sol-frontend-torch")
+
+def zoo_and_torch():
+    torch = pytest.importorskip("torch", reason="the zoo models need PyTorch (installed with sol-frontend-torch)")
+    return pytest.importorskip("sol_frontend_torch.zoo", reason="the zoo models come with sol-frontend-torch"), torch
+
+
+def tiny_graph() -> Graph:
+    graph = Graph("tiny")
+    (y,) = graph.add_layer("relu", [graph.add_input("x", [Dim(1, Purpose.N), Dim(4, Purpose.C)])], name="relu")
+    graph.outputs = [y]
+    return graph
 
 TARGET = Arm64DeployTarget()
 needs_toolchain = pytest.mark.skipif(
@@ -37,6 +47,7 @@ CASES = [
 @needs_toolchain
 @pytest.mark.parametrize(("name", "kind", "options"), CASES)
 def test_deployed_zoo_model_matches_eager_under_emulation(name, kind, options, tmp_path):
+    zoo, torch = zoo_and_torch()
     model, example = zoo.build(name)
     with torch.no_grad():
         expected = [model(example).numpy()]
@@ -52,7 +63,7 @@ def test_missing_cross_compiler_names_the_package(tmp_path):
     sol.config["arm64::cxx"] = "aarch64-nowhere-linux-gnu-g++"
     try:
         with pytest.raises(SolBuildError, match="aarch64-nowhere-linux-gnu-g\\+\\+.*apt install g\\+\\+-aarch64-linux-gnu"):
-            sol.deploy(torch.nn.ReLU(), [1, 4], device="arm64", path=tmp_path)
+            sol.deploy(tiny_graph(), device="arm64", path=tmp_path)
     finally:
         del sol.config["arm64::cxx"]
 

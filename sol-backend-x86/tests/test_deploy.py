@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import pytest
+from sol.ir import Dim, Graph, Purpose
 from sol.testing.deployment import assert_deploys_correctly
 from sol_backend_x86.flavour import onednn_paths
 
-torch = pytest.importorskip("torch", reason="the zoo models need PyTorch (installed with sol-frontend-torch)")
-zoo = pytest.importorskip("sol_frontend_torch.zoo", reason="the zoo models come with sol-frontend-torch")
+
+def zoo_and_torch():
+    torch = pytest.importorskip("torch", reason="the zoo models need PyTorch (installed with sol-frontend-torch)")
+    return pytest.importorskip("sol_frontend_torch.zoo", reason="the zoo models come with sol-frontend-torch"), torch
+
+
+def tiny_graph() -> Graph:
+    graph = Graph("tiny")
+    (y,) = graph.add_layer("relu", [graph.add_input("x", [Dim(1, Purpose.N), Dim(4, Purpose.C)])], name="relu")
+    graph.outputs = [y]
+    return graph
 
 #: (model, library kind, options); the MLP embeds 570 MB of weights, so only one of its builds is in the default set
 SHIP = {"x86::onednn": "ship"}
@@ -26,6 +36,7 @@ CASES = [
 def test_deployed_zoo_model_matches_eager(name, kind, options, tmp_path):
     if options.get("x86::onednn") == "ship" and onednn_paths() is None:
         pytest.skip("oneDNN with headers is not installed (pip install onednn onednn-devel)")
+    zoo, torch = zoo_and_torch()
     model, example = zoo.build(name)
     with torch.no_grad():
         expected = [model(example).numpy()]
@@ -47,10 +58,11 @@ def test_unknown_onednn_mode_is_refused(tmp_path):
     from sol.errors import SolInputError
 
     with pytest.raises(SolInputError, match="x86::onednn='static'"):
-        sol.deploy(torch.nn.ReLU(), [1, 4], device="x86", path=tmp_path, options={"x86::onednn": "static"})
+        sol.deploy(tiny_graph(), device="x86", path=tmp_path, options={"x86::onednn": "static"})
 
 
 def test_deploy_takes_a_shape_instead_of_a_tensor(tmp_path):
+    _, torch = zoo_and_torch()
     small = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.GELU(), torch.nn.Linear(8, 3)).eval()
     x = torch.randn(2, 16)
     with torch.no_grad():
@@ -64,3 +76,26 @@ def test_deploy_takes_a_shape_instead_of_a_tensor(tmp_path):
 
     (got,), _ = run_deployed(result, [x.numpy()], tmp_path)
     torch.testing.assert_close(torch.from_numpy(got), torch.from_numpy(expected[0]), rtol=1e-4, atol=1e-5)
+
+
+def test_onnx_model_with_a_symbolic_batch(tmp_path):
+    onnx = pytest.importorskip("onnx", reason="ONNX models need the onnx package (installed with sol-frontend-onnx)")
+    pytest.importorskip("sol_frontend_onnx", reason="ONNX models need sol-frontend-onnx")
+    import numpy as np
+    import sol
+    from onnx import TensorProto, helper, numpy_helper
+    from sol.testing.deployment import run_deployed
+
+    rng = np.random.default_rng(0)
+    weight, bias = rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "W", "B"], ["y"], transB=1), helper.make_node("Relu", ["y"], ["z"])],
+        "gemm_relu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 4])],
+        [numpy_helper.from_array(weight, "W"), numpy_helper.from_array(bias, "B")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = rng.standard_normal((3, 8)).astype(np.float32)
+    result = sol.deploy(model, x, device="x86", path=tmp_path)
+    assert result.inputs[0].shape == (3, 8) and onnx is not None
+    (got,), _ = run_deployed(result, [x], tmp_path)
+    np.testing.assert_allclose(got, np.maximum(x @ weight.T + bias, 0), rtol=1e-4, atol=1e-5)

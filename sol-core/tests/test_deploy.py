@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import sol
 from sol.errors import SolBuildError, SolDeviceError, SolInputError
-from sol.ir import Dim, Graph, Purpose
+from sol.ir import BATCH, Dim, Graph, Purpose
 from sol.ir.interpret import run_reference
 from sol.testing import FakeEntryPoint, isolated_registry
 from sol.testing.deployment import DeployedRunError, run_deployed
@@ -196,11 +196,21 @@ def test_missing_compiler_names_the_package(registry, plugin, tmp_path, monkeypa
         deploy(tmp_path)
 
 
-def test_wildcard_batch_is_refused(registry, tmp_path):
-    from sol.ir import BATCH
-
+def test_wildcard_batch_is_refused_without_an_example(registry, tmp_path):
     with pytest.raises(SolInputError, match="fixed shapes"):
         sol.deploy(conv_bn(batch=BATCH), device="hostcpu", path=tmp_path)
+    with pytest.raises(SolInputError, match="no wildcard 0"):
+        sol.deploy(conv_bn(batch=BATCH), [0, 3, 8, 8], device="hostcpu", path=tmp_path)
+
+
+def test_wildcard_batch_graph_is_built_for_the_example_batch(registry, tmp_path):
+    # ONNX models often declare a symbolic batch; the library is built for the example's.
+    x = rand(3, 3, 8, 8)
+    result = sol.deploy(conv_bn(batch=BATCH), x, device="hostcpu", path=tmp_path, func_name="net", lib_name="libnet")
+    assert result.inputs[0].shape == (3, 3, 8, 8) and result.outputs[1].shape == (3, 4, 8, 8)
+    got, _ = run_deployed(result, [x], tmp_path)
+    for g, e in zip(got, run_reference(conv_bn(batch=BATCH), [x]), strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
 
 
 def test_sol_deploy_stays_callable_after_importing_the_module():

@@ -6,15 +6,18 @@ import platform
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sol
 from sol.records import Backend, Device, ProbeResult
 
 from .cpuinfo import read_cpuinfo
-from .flavour import X86Flavour
 from .host import HostPaths, host_properties, usable_cpus
 from .onednn import LIBRARY_KEY, onednn_version
 from .tools import tool_version
+
+if TYPE_CHECKING:
+    from .flavour import X86Flavour
 
 X86_MACHINES = frozenset({"x86_64", "amd64"})
 
@@ -84,6 +87,8 @@ class X86Backend(Backend):
 
     def flavour(self) -> X86Flavour:
         """Code generation for this device: OpenMP C++ with oneDNN library calls (see `X86Flavour`)."""
+        from .flavour import X86Flavour  # imports the code generator: only when compiling
+
         return X86Flavour()
 
     def versions(self) -> Mapping[str, str]:

@@ -13,18 +13,10 @@ from pathlib import Path
 
 import sol
 from sol.codegen import CpuFlavour
-from sol.records import ConfigKey
 
 from . import glue
 from .dnnl_module import OneDnnModule
-from .onednn import LIBRARY_KEY, default_search_dirs, find_library, library_version
-
-DNN_KEY = ConfigKey(
-    "x86::dnn",
-    bool,
-    True,
-    "Run Conv/ConvTranspose/Linear/MatMul through oneDNN; False generates library-free code for every layer.",
-)
+from .onednn import DNN_KEY, LIBRARY_KEY, default_search_dirs, find_library, library_version
 
 
 def onednn_paths() -> tuple[Path, Path] | None:

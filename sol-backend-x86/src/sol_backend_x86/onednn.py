@@ -23,6 +23,13 @@ LIBRARY_KEY = ConfigKey(
     "Path of the oneDNN library (libdnnl.so) to use; empty: search <sys.prefix>/lib.",
 )
 
+DNN_KEY = ConfigKey(
+    "x86::dnn",
+    bool,
+    True,
+    "Run Conv/ConvTranspose/Linear/MatMul through oneDNN; False generates library-free code for every layer.",
+)
+
 
 class _DnnlVersion(ctypes.Structure):
     # The leading fields of dnnl_version_t; later oneDNN releases append

@@ -7,8 +7,7 @@ from sol.records import ConfigKey
 
 from .backend import X86Backend
 from .deploy import X86DeployTarget
-from .flavour import DNN_KEY
-from .onednn import LIBRARY_KEY
+from .onednn import DNN_KEY, LIBRARY_KEY
 
 
 @sol.hookimpl

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import sympy
+
 from . import log
 from .codegen.flavour import Flavour
 from .codegen.plan import plan
@@ -30,7 +32,7 @@ from .codegen.standalone_build import build_library, check_link
 from .errors import SolDeviceError, SolError, SolInputError
 from .inputs import InputSpec
 from .inputs import input as input_spec
-from .ir import Graph
+from .ir import BATCH, Graph
 from .records import DeployTarget, Device
 
 _log = log.get("deploy")
@@ -107,7 +109,9 @@ def deploy(model: Any, *inputs: Any, target: str = "lib::shared", lib_name: str 
     lib, func = _lib_name(settings["lib_name"]), _func_name(settings["func_name"])
     out_dir = Path(settings["path"]).expanduser().resolve()
 
-    graph = _parse(model, inputs)
+    examples = tuple(_example(value) for value in inputs)
+    graph = _parse(model, examples)
+    batch = _batch(graph, examples)
     target_options = {key: value for key, value in opts.items() if "::" in key}
     flavour = deploy_target.flavour(target_options)
     if not isinstance(flavour, Flavour):
@@ -124,7 +128,7 @@ def deploy(model: Any, *inputs: Any, target: str = "lib::shared", lib_name: str 
         work = Path(tmp)
         generated = sources(graph, the_plan, flavour, lib_name=lib, func=func,
                             device_type=device_type, kind=kind, flags=flags, weights_file=weights_name,
-                            blob_path=work / "weights.bin")
+                            blob_path=work / "weights.bin", batch=batch)
         source = work / f"{lib}.cpp"
         source.write_text(generated.source)
         header_path.write_text(generated.header)
@@ -138,7 +142,7 @@ def deploy(model: Any, *inputs: Any, target: str = "lib::shared", lib_name: str 
     weights_path = None
     if weights_name is not None:
         weights_path = out_dir / weights_name
-        weights_path.write_bytes(generated.weights.file_bytes())
+        generated.weights.write_file(weights_path)
     result = DeployResult(library_path, header_path, weights_path, kind, device_type, func, generated.inputs,
                           generated.outputs, built.symbols, built.link_flags, built.runtime_libraries,
                           built.compile_flags, (*deploy_target.notes, *extras.notes), built.shipped)
@@ -159,14 +163,13 @@ def target_for(device_type: str) -> DeployTarget:
     return targets[device_type]
 
 
-def _parse(model: Any, inputs: Sequence[Any]) -> Graph:
+def _parse(model: Any, examples: Sequence[Any]) -> Graph:
     """The simplified graph of ``model``: a frontend's parse (a Graph is taken as it is) and the passes."""
     if isinstance(model, Graph):
         graph = model
     else:
         from .plugins import registry
 
-        examples = tuple(_example(value) for value in inputs)
         frontends = registry().frontends
         chosen = next((f for f in frontends.values() if f.accepts(model)), None)
         if chosen is None:
@@ -178,6 +181,28 @@ def _parse(model: Any, inputs: Sequence[Any]) -> Graph:
     from .passes import run_inference_passes
 
     return run_inference_passes(graph)
+
+
+def _batch(graph: Graph, examples: Sequence[Any]) -> int:
+    """The batch the library is built for: 1 for a fixed-shape graph, else what the examples' shapes say.
+
+    A frontend may parse with a wildcard batch (ONNX models often declare one); the generated code takes the
+    batch at run time, so the library calls it with the examples' batch.
+    """
+    if all(t.is_static for t in (*graph.inputs, *graph.outputs)):
+        return 1
+    for tensor, example in zip(graph.inputs, examples, strict=False):
+        shape = getattr(example, "shape", None)
+        if shape is None or len(shape) != tensor.rank:
+            continue
+        for size, actual in zip(tensor.shape, shape, strict=True):
+            if sympy.sympify(size).free_symbols:
+                solutions = sympy.solve(sympy.Eq(sympy.sympify(size), int(actual)), BATCH)
+                if len(solutions) == 1 and solutions[0].is_Integer and int(solutions[0]) >= 1:
+                    return int(solutions[0])
+    wild = next(t for t in (*graph.inputs, *graph.outputs) if not t.is_static)
+    raise SolInputError(f"{wild.name!r} has the shape {list(wild.shape)} with a wildcard batch; sol.deploy builds a "
+                        "library for fixed shapes: pass example tensors or concrete shapes such as [1, 3, 224, 224]")
 
 
 def _example(value: Any) -> Any:

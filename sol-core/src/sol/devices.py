@@ -119,10 +119,12 @@ def default_device() -> Device | None:
     """The device models run on: the selected one, else the first x86 device, else any."""
     if _CURRENT is not None:
         return get_device(*_CURRENT)
+    # The host CPU first, probed alone: probing every backend would start the
+    # out-of-process probes of CUDA/VE on every sol.optimize.
+    backends = _registry().backends
+    if "x86" in backends and probe(backends["x86"]).devices:
+        return probe(backends["x86"]).devices[0]
     devices = all_devices()
-    for dev in devices:
-        if dev.type == "x86":
-            return dev
     return devices[0] if devices else None
 
 

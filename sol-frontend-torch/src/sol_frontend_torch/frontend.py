@@ -1,17 +1,22 @@
-"""`TorchFrontend`: SOL's PyTorch integration (torch.nn.Module -> sol.ir.Graph -> torch.nn.Module)."""
+"""`TorchFrontend`: SOL's PyTorch integration (torch.nn.Module -> sol.ir.Graph -> torch.nn.Module).
+
+This module is what the plugin loader imports, so it must stay cheap: torch
+and the capture machinery are imported only when a model is actually
+handled (importing torch takes seconds, and `import sol` must not).
+"""
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from sol.ir import Graph
 from sol.records import Frontend
 
-from .capture import capture
-from .convert import convert
+if TYPE_CHECKING:
+    import torch
+    from sol.ir import Graph
 
 #: the pytree structure of each parsed model's outputs, so `wrap` can rebuild tuples/lists/dicts
 _OUTPUT_SPECS: weakref.WeakKeyDictionary[torch.nn.Module, Any] = weakref.WeakKeyDictionary()
@@ -29,9 +34,13 @@ class TorchFrontend(Frontend):
     alias = "pytorch"
 
     def accepts(self, model: Any) -> bool:
-        return isinstance(model, torch.nn.Module)
+        torch = sys.modules.get("torch")  # a model of torch's exists only once torch is imported
+        return torch is not None and isinstance(model, torch.nn.Module)
 
     def parse(self, model: Any, inputs: tuple[Any, ...], batch_size: int | None = None) -> Graph:
+        from .capture import capture
+        from .convert import convert
+
         # The inference graph is always the eval-mode model; training mode gets its own variant on first use.
         modes = {m: m.training for m in model.modules()}
         model.eval()
@@ -52,4 +61,6 @@ class TorchFrontend(Frontend):
         return SolModule(model, compiled, output_spec(model), _EXAMPLES.get(model), device)
 
     def versions(self) -> Mapping[str, str]:
-        return {"torch": torch.__version__}
+        from importlib.metadata import version
+
+        return {"torch": version("torch")}

@@ -1,7 +1,6 @@
 """The example device compiles and runs SOL graphs with its own flavour."""
 
 import numpy as np
-
 import sol
 from sol.compiler import compile_graph
 from sol.ir import Dim, Graph, Purpose

@@ -71,9 +71,12 @@ class Weights:
     #: a hash of the blob: a weights file only loads into the library deployed with it
     id: int
 
-    def file_bytes(self) -> bytes:
+    def write_file(self, path: Path) -> None:
+        """The weights file ``<func>_init`` reads: a 64-byte header (magic, id, size), then the blob."""
         header = WEIGHTS_MAGIC + self.id.to_bytes(8, "little") + len(self.blob).to_bytes(8, "little")
-        return header.ljust(WEIGHTS_HEADER_BYTES, b"\0") + self.blob
+        with path.open("wb") as file:  # two writes: no second copy of a blob that may be hundreds of MB
+            file.write(header.ljust(WEIGHTS_HEADER_BYTES, b"\0"))
+            file.write(self.blob)
 
 
 @dataclass(frozen=True)
@@ -85,14 +88,10 @@ class LibrarySources:
     outputs: tuple[ApiTensor, ...]
 
 
-def api_tensor(tensor: Tensor, role: str) -> ApiTensor:
-    """The fixed-shape description of a model input or output; a wildcard batch cannot be deployed."""
-    if not tensor.is_static:
-        raise SolInputError(f"{role} {tensor.name!r} has the shape {list(tensor.shape)} with a wildcard batch; "
-                            "sol.deploy builds a library for fixed shapes: pass a tensor or a concrete shape "
-                            "such as [1, 3, 224, 224]")
+def api_tensor(tensor: Tensor, role: str, batch: int) -> ApiTensor:
+    """The fixed-shape description of a model input or output at ``batch``."""
     return ApiTensor(tensor.name, tensor.dtype, cexpr.ctype(tensor.dtype, f"{role} {tensor.name}"),
-                     tuple(int(s) for s in tensor.shape))
+                     tuple(int(s) for s in tensor.concrete_shape(batch)))
 
 
 def pack_weights(graph: Graph) -> Weights:
@@ -126,13 +125,15 @@ def c_guard(lib_name: str) -> str:
 
 
 def sources(graph: Graph, the_plan: Plan, flavour: Flavour, *, lib_name: str, func: str, device_type: str,
-            kind: str, flags: str, weights_file: str | None, blob_path: Path) -> LibrarySources:
+            kind: str, flags: str, weights_file: str | None, blob_path: Path, batch: int = 1) -> LibrarySources:
     """The header and library source of ``graph``; the weights blob is written to ``blob_path`` when embedded.
+
+    ``batch``: the value of a wildcard batch in ``graph`` (the library is built for that batch).
 
     ``weights_file``: None embeds the weights; a file name makes ``<func>_init`` read that file instead.
     """
-    inputs = tuple(api_tensor(t, "input") for t in graph.inputs)
-    outputs = tuple(api_tensor(t, "output") for t in graph.outputs)
+    inputs = tuple(api_tensor(t, "input", batch) for t in graph.inputs)
+    outputs = tuple(api_tensor(t, "output", batch) for t in graph.outputs)
     weights = pack_weights(graph)
     impl = f"{func}_model"
     flavour.visibility = "hidden"  # the model's own entry points stay inside the library
@@ -151,6 +152,7 @@ def sources(graph: Graph, the_plan: Plan, flavour: Flavour, *, lib_name: str, fu
         "model": graph.name,
         "inputs": inputs,
         "outputs": outputs,
+        "batch": batch,
     }
     header = render(
         "deploy_header.j2", **common, graph_hash=graph.structural_hash()[:16], device_type=device_type, kind=kind,

@@ -11,6 +11,10 @@ A backend package proves it is a well-behaved SOL backend by subclassing
 `FakeEntryPoint` and `isolated_registry` build a plugin registry from
 hand-made entry points, so tests can load (broken) plugins without
 installing anything.
+
+`sol.testing.deployment` drives a library built by ``sol.deploy`` through a
+small C program (under the target's emulator, e.g. qemu, when needed), so a
+backend's tests can prove its deploy target end to end.
 """
 
 from .conformance import BackendConformance

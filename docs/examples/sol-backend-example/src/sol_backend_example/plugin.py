@@ -15,7 +15,6 @@ import shutil
 import subprocess
 
 import sol
-from sol.codegen.flavours.cpu import CpuFlavour
 from sol.records import Backend, ConfigKey, Device, ProbeResult
 
 
@@ -28,13 +27,6 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-class ExampleFlavour(CpuFlavour):
-    """The generic OpenMP C++ flavour, built with this backend's own flags."""
-
-    def __init__(self) -> None:
-        super().__init__(name="example", cflags=sol.config["example::cflags"])
 
 
 class ExampleBackend(Backend):
@@ -55,8 +47,12 @@ class ExampleBackend(Backend):
         except (OSError, subprocess.SubprocessError):
             return {cc: "not installed"}
 
-    def flavour(self) -> ExampleFlavour:
-        return ExampleFlavour()
+    def flavour(self):
+        """sol-core's generic OpenMP C++ flavour under this device's name, built with its own flags."""
+        # the code generator is imported only when compiling: loading a plugin must stay cheap
+        from sol.codegen.flavours.cpu import CpuFlavour
+
+        return CpuFlavour(name="example", cflags=sol.config["example::cflags"])
 
 
 @sol.hookimpl

@@ -8,7 +8,7 @@ from ...errors import SolUnsupportedError
 from ..graph import Layer, Tensor
 from ..registry import gradient
 from . import attention, conv  # noqa: F401  (the ops must be registered before their rules)
-from ._grad import GradBuilder, mul, scalar, sum_to
+from ._grad import GradBuilder, scalar, sum_to
 from ._shapes import product
 
 Grads = list[Tensor | None]
@@ -145,8 +145,12 @@ def _attention(layer: Layer, grads: Grads, b: GradBuilder) -> Grads:
     dv = b.one("matmul", [_transposed(b, p), do])
     dp = b.one("matmul", [do, _transposed(b, v)])
     row = b.one("reduce_sum", [b.one("mul", [dp, p])], {"axes": (dp.rank - 1,), "keepdims": True})
-    ds = mul(b, p, b.one("sub", [dp, row]), scalar(b, scale, q))
+    dscores = b.one("mul", [p, b.one("sub", [dp, row])])
+    ds = b.one("mul", [dscores, scalar(b, scale, q)])
     dq = b.one("matmul", [ds, k])
     dk = b.one("matmul", [_transposed(b, ds), q])
     out: Grads = [sum_to(b, g, t.shape) if b.wants(t) else None for g, t in zip((dq, dk, dv), layer.inputs[:3], strict=True)]
-    return out + [None] * (len(layer.inputs) - 3)
+    if len(layer.inputs) > 3:
+        mask = layer.inputs[3]  # an additive float mask gets the gradient of the scores
+        out.append(sum_to(b, dscores, mask.shape) if b.wants(mask) and mask.dtype != "bool" else None)
+    return out

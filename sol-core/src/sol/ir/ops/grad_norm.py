@@ -37,9 +37,16 @@ def _batch_norm(layer: Layer, grads: Grads, b: GradBuilder) -> Grads:
     if b.wants(x):
         out[0] = b.one("mul", [dy, _per_channel(b, scale, x.rank)])
     axes = (0, *range(2, x.rank))
+    mean = layer.inputs[1]
+    centered = b.one("sub", [b.fwd(x), _per_channel(b, b.fwd(mean), x.rank)])
     if weight is not None and b.wants(weight):
-        xhat = mul(b, b.one("sub", [b.fwd(x), _per_channel(b, b.fwd(layer.inputs[1]), x.rank)]), _per_channel(b, rstd, x.rank))
+        xhat = b.one("mul", [centered, _per_channel(b, rstd, x.rank)])
         out[3] = b.one("reduce_sum", [b.one("mul", [dy, xhat])], {"axes": axes, "keepdims": False})
+    if b.wants(mean):  # running statistics are buffers in PyTorch, but a graph may feed computed values here
+        out[1] = b.one("neg", [b.one("mul", [b.one("reduce_sum", [dy], {"axes": axes, "keepdims": False}), scale])])
+    if b.wants(layer.inputs[2]):
+        dscale = b.one("reduce_sum", [b.one("mul", [dy, centered])], {"axes": axes, "keepdims": False})
+        out[2] = mul(b, dscale, scale, rstd, rstd, scalar(b, -0.5, var))
     bias = _optional(layer, 4)
     if bias is not None and b.wants(bias):
         out[4] = b.one("reduce_sum", [dy], {"axes": axes, "keepdims": False})
