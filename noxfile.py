@@ -45,9 +45,14 @@ DOCS_REQUIREMENTS = ["mkdocs>=1.6,<2"]
 PYTEST_OK = [0, 5]
 
 
+# Extras the tests of a package need besides "test" (debug: matplotlib for the memory plot tests).
+TEST_EXTRAS: dict[str, str] = {"sol-core": "test,debug"}
+
+
 def _install(session: nox.Session, packages: list[str], extras: str = "test") -> None:
     """Install in-repo packages (with extras) from their source directories in one resolve."""
-    specs = [f"./{p}[{extras}]" if extras else f"./{p}" for p in packages]
+    specs = [f"./{p}[{TEST_EXTRAS.get(p, extras) if extras == 'test' else extras}]" if extras else f"./{p}"
+             for p in packages]
     needs_torch = any(p == "sol-frontend-torch" for p in packages)
     session.install(*([TORCH] if needs_torch else []), *specs)
 
@@ -75,7 +80,7 @@ for _package, _deps in PACKAGES.items():
             session.skip(f"{package} does not exist in this checkout")
         # only the package (plus the in-repo packages it declares); test extras only for itself
         session.install(*([TORCH] if package == "sol-frontend-torch" else []),
-                        *[f"./{d}" for d in deps], f"./{package}[test]")
+                        *[f"./{d}" for d in deps], f"./{package}[{TEST_EXTRAS.get(package, 'test')}]")
         args = session.posargs or ["-m", "not slow"]
         session.run("pytest", "-q", *args, f"{package}/tests", success_codes=PYTEST_OK)
 

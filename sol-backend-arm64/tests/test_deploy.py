@@ -23,6 +23,13 @@ def zoo_and_torch():
     return pytest.importorskip("sol_frontend_torch.zoo", reason="the zoo models come with sol-frontend-torch"), torch
 
 
+@pytest.fixture
+def scratch(tmp_path):
+    """A directory for one deployment, removed afterwards: the MLP's library alone is 570 MB (pytest keeps tmp_path)."""
+    yield tmp_path
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
+
 def tiny_graph() -> Graph:
     graph = Graph("tiny")
     (y,) = graph.add_layer("relu", [graph.add_input("x", [Dim(1, Purpose.N), Dim(4, Purpose.C)])], name="relu")
@@ -46,12 +53,12 @@ CASES = [
 
 @needs_toolchain
 @pytest.mark.parametrize(("name", "kind", "options"), CASES)
-def test_deployed_zoo_model_matches_eager_under_emulation(name, kind, options, tmp_path):
+def test_deployed_zoo_model_matches_eager_under_emulation(name, kind, options, scratch):
     zoo, torch = zoo_and_torch()
     model, example = zoo.build(name)
     with torch.no_grad():
         expected = [model(example).numpy()]
-    result = assert_deploys_correctly(model, example, expected, tmp_path, device="arm64", target=f"lib::{kind}",
+    result = assert_deploys_correctly(model, example, expected, scratch, device="arm64", target=f"lib::{kind}",
                                       options=options)
     if not native():
         assert "-march=" + options.get("gcc::march", "armv8-a") in result.compile_flags

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from sol.ir import Dim, Graph, Purpose
 from sol.testing.deployment import assert_deploys_correctly
@@ -11,6 +13,13 @@ from sol_backend_x86.flavour import onednn_paths
 def zoo_and_torch():
     torch = pytest.importorskip("torch", reason="the zoo models need PyTorch (installed with sol-frontend-torch)")
     return pytest.importorskip("sol_frontend_torch.zoo", reason="the zoo models come with sol-frontend-torch"), torch
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    """A directory for one deployment, removed afterwards: the MLP's library alone is 570 MB (pytest keeps tmp_path)."""
+    yield tmp_path
+    shutil.rmtree(tmp_path, ignore_errors=True)
 
 
 def tiny_graph() -> Graph:
@@ -33,14 +42,14 @@ CASES = [
 
 
 @pytest.mark.parametrize(("name", "kind", "options"), CASES)
-def test_deployed_zoo_model_matches_eager(name, kind, options, tmp_path):
+def test_deployed_zoo_model_matches_eager(name, kind, options, scratch):
     if options.get("x86::onednn") == "ship" and onednn_paths() is None:
         pytest.skip("oneDNN with headers is not installed (pip install onednn onednn-devel)")
     zoo, torch = zoo_and_torch()
     model, example = zoo.build(name)
     with torch.no_grad():
         expected = [model(example).numpy()]
-    result = assert_deploys_correctly(model, example, expected, tmp_path, device="x86", target=f"lib::{kind}",
+    result = assert_deploys_correctly(model, example, expected, scratch, device="x86", target=f"lib::{kind}",
                                       options=options)
     assert "-march=native" in result.compile_flags
     assert (result.weights is not None) == (options.get("weights") == "file")

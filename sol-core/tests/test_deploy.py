@@ -190,6 +190,16 @@ def test_unknown_device_type_names_the_backend_package(registry, tmp_path):
         sol.deploy(conv_bn(), device="ve", path=tmp_path)
 
 
+def test_backend_without_a_deploy_target_is_named(plugin, tmp_path):
+    other = make_module("sol_test_deploy_other", "import sol\nfrom sol.records import Backend, ProbeResult\n"
+                        "class B(Backend):\n    name = 'other'\n    description = 'no deploy'\n"
+                        "    def probe(self):\n        return ProbeResult()\n"
+                        "@sol.hookimpl\ndef sol_backends():\n    return [B()]\n")
+    with isolated_registry([FakeEntryPoint("hostcpu", plugin), FakeEntryPoint("other", other)]):
+        with pytest.raises(SolDeviceError, match="other backend is installed but cannot build sol.deploy libraries"):
+            sol.deploy(conv_bn(), device="other", path=tmp_path)
+
+
 def test_missing_compiler_names_the_package(registry, plugin, tmp_path, monkeypatch):
     monkeypatch.setattr(plugin.HostTarget, "compiler_argv", ["no-such-cross-g++"])
     with pytest.raises(SolBuildError, match="needs no-such-cross-g\\+\\+.*apt install g\\+\\+"):
@@ -260,3 +270,11 @@ def test_hook_docstring_example_is_a_valid_target():
     assert target.option_flags({}) == ["-march=mydev2", "-mtune=generic"]
     assert target.tool("nm") == "mydev-linux-gnu-nm"
     assert os.path.basename(target.compiler()[0]) == "mydev-linux-gnu-g++"
+
+
+def test_static_link_flags_follow_the_undefined_symbols():
+    from sol.codegen.standalone_build import libraries_for
+
+    assert libraries_for(["memcpy", "posix_memalign"]) == []
+    assert libraries_for(["dladdr", "expf", "GOMP_parallel", "_ZdlPv", "pthread_once"]) == [
+        "-lgomp", "-lstdc++", "-lm", "-lpthread", "-ldl"]

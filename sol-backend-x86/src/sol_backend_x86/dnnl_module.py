@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sol.codegen import cexpr
 from sol.codegen.dnn import DnnCall, DnnCode, DnnModule
-from sol.codegen.kernels import KernelContext
-from sol.codegen.kernels.base import spatial_padding
 from sol.codegen.layout import channels_last
 from sol.ir import Layer, Size, Tensor
+
+if TYPE_CHECKING:  # the kernels package registers every op (slow to import): only the generator needs it
+    from sol.codegen.kernels import KernelContext
 
 MAX_DIMS = 8
 MAX_POST = 8
@@ -150,6 +152,8 @@ class OneDnnModule(DnnModule):
             stride = [int(s) for s in anchor.attrs["stride"]]
             dilation = [int(d) - 1 for d in anchor.attrs["dilation"]]
             if anchor.op == "conv":
+                from sol.codegen.kernels.base import spatial_padding  # lazy: the kernels load every op
+
                 pads = spatial_padding(anchor.attrs["padding"], r)
                 left, right = [b for b, _ in pads], [e for _, e in pads]
             else:

@@ -54,6 +54,18 @@ def deploy(model, *inputs, target: str = "lib::shared", lib_name: str = "libsolp
                    host_device=host_device, options=options, dargs=dargs)
 
 
+def profile(model, *inputs, runs: int = 1, warmup: int = 0):
+    """Per-Cluster execution times of an optimized model over ``runs`` calls of ``model(*inputs)``.
+
+    The model must be built with timers: set ``sol.config["compiler::profile"] = True``
+    (or ``"compiler::debug"``) before `sol.optimize`. Returns a `sol.debug.profile.Profile`:
+    ``print()`` it for a table, ``.to_dict()`` for data, ``.save_chrome_trace(path)`` for Perfetto.
+    """
+    from .debug.profile import profile as _profile
+
+    return _profile(model, *inputs, runs=runs, warmup=warmup)
+
+
 def _plugin_config_keys():
     from .plugins import registry
 
@@ -75,6 +87,7 @@ __all__ = [
     "log",
     "optimize",
     "plugins",
+    "profile",
     "seed",
     "seeds",
     "set_seed",

@@ -15,15 +15,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import cache, log
+from . import cache, graph_cache, log
 from ._version import __version__
 from .codegen import CpuFlavour, Flavour, cexpr
 from .codegen.build import SOURCE_NAME, build
-from .codegen.plan import plan
-from .codegen.source import generate
+from .codegen.plan import Plan, plan
+from .debug import artifacts as debug_artifacts
+from .debug import progress
 from .errors import SolDeviceError, SolError
 from .ir import Graph
-from .records import Device
+from .records import Device, Frontend
 from .runtime import CompiledModel
 
 _log = log.get("compiler")
@@ -84,6 +85,8 @@ def cache_key(graph: Graph, flavour: Flavour) -> str:
 
 def generate_source(graph: Graph, flavour: Flavour | None = None) -> str:
     """The C++ source of a graph (no passes, no build): for inspection and tests."""
+    from .codegen.source import generate
+
     flavour = flavour or CpuFlavour()
     the_plan = plan(graph, flavour)
     return generate(graph, the_plan.programs, the_plan.memory, flavour, model_prefix(graph))
@@ -91,15 +94,34 @@ def generate_source(graph: Graph, flavour: Flavour | None = None) -> str:
 
 def compile_graph(graph: Graph, device: Device | str | None = None, *, passes: bool = True) -> CompiledModel:
     """Optimise, generate, build (or fetch from the cache) and load a graph."""
+    with progress.compiling(graph.name):
+        return _compile_graph(graph, device, passes)
+
+
+def _compile_graph(graph: Graph, device: Device | str | None, passes: bool) -> CompiledModel:
     if passes:
+        progress.stage("passes")
         graph = _run_passes(graph)
     flavour, index = flavour_for(device)
     key = cache_key(graph, flavour)
     prefix = model_prefix(graph)
 
+    planned: list[Plan] = []
+
+    def plan_once() -> Plan:  # a cache hit needs no plan, unless debug mode draws it
+        if not planned:
+            progress.stage("plan")
+            planned.append(plan(graph, flavour))
+        return planned[0]
+
     def build_into(directory: Path) -> Mapping[str, Any]:
-        the_plan = plan(graph, flavour)
+        # the generator imports every kernel (and so the op registry): loading a cached model does not need it
+        from .codegen.source import generate
+
+        the_plan = plan_once()
+        progress.stage("codegen")
         source = generate(graph, the_plan.programs, the_plan.memory, flavour, prefix, _profiling())
+        progress.stage("build")
         build(source, flavour, directory, graph.name)
         return {
             "model": graph.name,
@@ -117,13 +139,16 @@ def compile_graph(graph: Graph, device: Device | str | None = None, *, passes: b
     compiled = CompiledModel(graph, library, prefix, device=index)
     compiled.source_path = entry.file(SOURCE_NAME + flavour.source_suffix)  # type: ignore[attr-defined]
     compiled.metadata = dict(entry.metadata)  # type: ignore[attr-defined]
+    if debug_artifacts.wanted():
+        compiled.debug_artifacts = debug_artifacts.write(plan_once(), compiled, f"{flavour.name}:{index}")  # type: ignore[attr-defined]
     return compiled
 
 
 def _profiling() -> bool:
     import sol
 
-    return bool(sol.config["compiler::profile"])
+    # debug mode prints per-Cluster times, so it needs the same timers
+    return bool(sol.config["compiler::profile"]) or bool(sol.config["compiler::debug"])
 
 
 def _run_passes(graph: Graph) -> Graph:
@@ -135,17 +160,60 @@ def _run_passes(graph: Graph) -> Graph:
 
 
 def optimize(model: Any, *inputs: Any, batch_size: int | None = None, device: Device | str | None = None) -> Any:
-    """Extract ``model`` with the frontend that accepts it, compile it, and wrap the result in a framework model."""
+    """Extract ``model`` with the frontend that accepts it, compile it, and wrap the result in a framework model.
+
+    A model optimized before (same fingerprint, see `sol.graph_cache`) skips
+    the frontend's capture and the passes: its optimized graph is loaded.
+    """
     from .plugins import registry
 
     frontends = registry().frontends
     for frontend in frontends.values():
         if frontend.accepts(model):
-            graph = frontend.parse(model, inputs, batch_size)
-            compiled = compile_graph(graph, device)
-            return frontend.wrap(model, compiled)
+            return _optimize_with(frontend, model, inputs, batch_size, device)
     kind = f"{type(model).__module__}.{type(model).__qualname__}"
     installed = ", ".join(sorted(frontends)) or "none"
     raise SolError(f"no SOL frontend accepts a model of type {kind} (installed frontends: {installed}). "
                    "Install the frontend for its framework: `pip install sol-frontend-torch` for PyTorch, "
                    "`pip install sol-frontend-onnx` for ONNX.")
+
+
+def _optimize_with(frontend: Frontend, model: Any, inputs: tuple[Any, ...], batch_size: int | None,
+                   device: Device | str | None) -> Any:
+    with progress.compiling(type(model).__name__):
+        return _optimize_in_progress(frontend, model, inputs, batch_size, device)
+
+
+def _optimize_in_progress(frontend: Frontend, model: Any, inputs: tuple[Any, ...], batch_size: int | None,
+                          device: Device | str | None) -> Any:
+    record_key = _record_key(frontend, model, inputs, batch_size, device)
+    record = graph_cache.load(record_key) if record_key is not None else None
+    if record is not None:
+        _log.debug("model %s: parsed graph loaded from the cache (no capture)", record.graph.name)
+        frontend.restore(model, inputs, batch_size, record.frontend_state)
+        return frontend.wrap(model, compile_graph(record.graph, device, passes=False))
+    progress.stage("parse")
+    parsed = frontend.parse(model, inputs, batch_size)
+    progress.stage("passes")
+    graph = _run_passes(parsed)
+    compiled = compile_graph(graph, device, passes=False)
+    if record_key is not None:
+        try:
+            graph_cache.store(record_key, graph_cache.ParsedRecord(graph, frontend.parse_state(model)))
+        except Exception as exc:  # the record only saves time later: never fail an optimize over it
+            _log.debug("model %s: parsed graph not cached: %s", graph.name, exc)
+    return frontend.wrap(model, compiled)
+
+
+def _record_key(frontend: Frontend, model: Any, inputs: tuple[Any, ...], batch_size: int | None,
+                device: Device | str | None) -> str | None:
+    try:
+        fingerprint = frontend.fingerprint(model, inputs, batch_size)
+    except Exception as exc:  # a fingerprint is an optimisation; a model it cannot describe is just parsed
+        _log.debug("no fingerprint for %s: %s", type(model).__name__, exc)
+        return None
+    if fingerprint is None:
+        return None
+    flavour, index = flavour_for(device)
+    where = f"{type(flavour).__module__}.{type(flavour).__qualname__}:{flavour.name}:{index}"
+    return graph_cache.record_key(f"{frontend.name}:{fingerprint}", where)

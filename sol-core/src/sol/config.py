@@ -18,9 +18,10 @@ from .records import ConfigKey
 
 CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("log::level", str, log.initial_level(), "SOL's log level (also settable with the SOL_LOG environment variable).", choices=log.LEVELS),
-    ConfigKey("compiler::debug", bool, False, "Build generated code with debug symbols and print per-Cluster execution times."),
+    ConfigKey("compiler::debug", bool, False, "Build generated code with debug symbols, print per-Cluster execution times after every call, and write the network as a GraphViz graph (plus SVG/PNG when `dot` is installed) and a copy of the generated source into compiler::debug_dir."),
     ConfigKey("compiler::name", str, "", "Prefix of every debug artifact (source files, graphs, plots)."),
-    ConfigKey("compiler::debug_memory_consumption", bool, False, "Write a plot of live memory over the schedule in debug mode."),
+    ConfigKey("compiler::debug_dir", str, "sol_debug", "Directory of the debug artifacts (relative paths are relative to the working directory)."),
+    ConfigKey("compiler::debug_memory_consumption", bool, False, "Write a plot of live workspace memory over the schedule into compiler::debug_dir (needs `pip install sol-core[debug]`)."),
     ConfigKey("compiler::cc", str, "g++", "The host C++ compiler used to build generated code."),
     ConfigKey("compiler::cflags", str, "-O3 -march=native -fopenmp", "Flags passed to the host compiler for generated code."),
     ConfigKey("compiler::progress", bool, True, "Show a progress bar for compiles that take longer than a second."),

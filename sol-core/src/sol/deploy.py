@@ -143,6 +143,7 @@ def deploy(model: Any, *inputs: Any, target: str = "lib::shared", lib_name: str 
     if weights_name is not None:
         weights_path = out_dir / weights_name
         generated.weights.write_file(weights_path)
+    _log.info("deployed model %s for %s into %s (plan: %s)", graph.name, device_type, library_path, the_plan.summary())
     result = DeployResult(library_path, header_path, weights_path, kind, device_type, func, generated.inputs,
                           generated.outputs, built.symbols, built.link_flags, built.runtime_libraries,
                           built.compile_flags, (*deploy_target.notes, *extras.notes), built.shipped)
@@ -155,12 +156,15 @@ def target_for(device_type: str) -> DeployTarget:
     from .plugins import registry
 
     targets = registry().deploy_targets
-    if device_type not in targets:
-        installed = ", ".join(sorted(targets)) or "none"
-        raise SolDeviceError(f"sol.deploy has no target for device type {device_type!r} (installed targets: "
-                             f"{installed}); install its backend (`pip install sol-backend-{device_type}`) or deploy "
-                             "for one of the installed targets")
-    return targets[device_type]
+    if device_type in targets:
+        return targets[device_type]
+    installed = ", ".join(sorted(targets)) or "none"
+    if device_type in registry().backends:
+        raise SolDeviceError(f"the {device_type} backend is installed but cannot build sol.deploy libraries (it "
+                             f"implements no sol_deploy_targets hook); deploy for one of: {installed}")
+    raise SolDeviceError(f"sol.deploy has no target for device type {device_type!r} (installed targets: {installed}); "
+                         f"install its backend (`pip install sol-backend-{device_type}`) or deploy for one of the "
+                         "installed targets")
 
 
 def _parse(model: Any, examples: Sequence[Any]) -> Graph:

@@ -154,6 +154,24 @@ class Frontend:
     def versions(self) -> Mapping[str, str]:
         return {}
 
+    # -- optional: skipping the capture of a model optimized before (`sol.graph_cache`) ---------------
+    def fingerprint(self, model: Any, inputs: tuple[Any, ...], batch_size: int | None = None) -> str | None:
+        """A cheap string that equals another model's exactly when ``parse`` would give the same Graph.
+
+        It must cover everything the graph depends on except parameter values
+        (structure, code, attributes, input shapes/dtypes, framework version);
+        return None whenever that cannot be established safely, and the model
+        is parsed as usual. Default: None (always parse).
+        """
+        return None
+
+    def parse_state(self, model: Any) -> Any:
+        """Picklable state that ``wrap`` needs besides the compiled model (e.g. the output structure)."""
+        return None
+
+    def restore(self, model: Any, inputs: tuple[Any, ...], batch_size: int | None, state: Any) -> None:
+        """Make ``wrap`` work for ``model`` without ``parse``, from what ``parse_state`` returned earlier."""
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} frontend {self.name!r}>"
 

@@ -1,20 +1,26 @@
-"""`OnnxFrontend`: ONNX models (files or ModelProto) -> sol.ir.Graph -> `OnnxModel`."""
+"""`OnnxFrontend`: ONNX models (files or ModelProto) -> sol.ir.Graph -> `OnnxModel`.
+
+This module is what the plugin loader imports, so it must stay cheap: onnx
+and the importer (a quarter of a second) are imported only when an ONNX
+model is actually handled, not on every `sol.optimize` of another framework's model.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import onnx
-from onnx import defs
 from sol.errors import SolError
-from sol.ir import Graph
 from sol.records import Frontend
 
-from .importer import ImportResult
-from .loading import import_model, is_onnx_path, load_model
-from .model import OnnxModel
+if TYPE_CHECKING:
+    from sol.ir import Graph
+
+    from .importer import ImportResult
+    from .model import OnnxModel
 
 
 class OnnxFrontend(Frontend):
@@ -28,15 +34,22 @@ class OnnxFrontend(Frontend):
         self._lock = threading.Lock()
 
     def accepts(self, model: Any) -> bool:
-        return is_onnx_path(model) or isinstance(model, onnx.ModelProto)
+        if isinstance(model, (str, os.PathLike)):
+            return os.fspath(model).lower().endswith(".onnx")
+        onnx = sys.modules.get("onnx")  # a ModelProto exists only once onnx is imported
+        return onnx is not None and isinstance(model, onnx.ModelProto)
 
     def parse(self, model: Any, inputs: tuple[Any, ...], batch_size: int | None = None) -> Graph:
+        from .loading import import_model, load_model
+
         imported = import_model(load_model(model), inputs, wildcard=True, batch_size=batch_size)
         with self._lock:
             self._pending[id(model)] = imported
         return imported.graph
 
     def wrap(self, model: Any, compiled: Any) -> OnnxModel:
+        from .model import OnnxModel
+
         with self._lock:
             imported = self._pending.pop(id(model), None)
         if imported is None:
@@ -44,4 +57,7 @@ class OnnxFrontend(Frontend):
         return OnnxModel(compiled, imported)
 
     def versions(self) -> Mapping[str, str]:
+        import onnx
+        from onnx import defs
+
         return {"onnx": onnx.__version__, "onnx-opset": str(defs.onnx_opset_version())}

@@ -54,6 +54,24 @@ class TorchFrontend(Frontend):
         _EXAMPLES[model] = (tuple(inputs), batch_size)
         return graph
 
+    def fingerprint(self, model: Any, inputs: tuple[Any, ...], batch_size: int | None = None) -> str | None:
+        from .fingerprint import fingerprint
+
+        return fingerprint(model, inputs, batch_size)
+
+    def parse_state(self, model: Any) -> Any:
+        import torch.utils._pytree as pytree
+
+        spec = _OUTPUT_SPECS.get(model)
+        return None if spec is None else pytree.treespec_dumps(spec)
+
+    def restore(self, model: Any, inputs: tuple[Any, ...], batch_size: int | None, state: Any) -> None:
+        import torch.utils._pytree as pytree
+
+        if state is not None:
+            _OUTPUT_SPECS[model] = pytree.treespec_loads(state)
+        _EXAMPLES[model] = (tuple(inputs), batch_size)
+
     def wrap(self, model: Any, compiled: Any) -> torch.nn.Module:
         from .module import SolModule
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 
 from ..ir import Graph, Layer, Tensor
 from .dnn import DnnCall, DnnModule
-from .kernels import EXPRESSIONS, elementwise_operands
 from .layout import Layouts, plan_layouts
 
 ALIAS_OPS = frozenset({"reshape"})
@@ -123,6 +122,9 @@ def cluster(layers: Sequence[Layer], available: set[int], outputs: Sequence[Tens
 
 def _grow(current: Cluster, later: Sequence[Layer], available: set[int], assigned: set[int]) -> None:
     """Append the elementwise layers that continue the chain at the same index."""
+    # imported here, not at the top: the kernels register every op, which loading a cached model never needs
+    from .kernels import EXPRESSIONS, elementwise_operands
+
     shape = current.anchor.outputs[0].shape
     registers = {id(current.anchor.outputs[0])}
     for layer in later:

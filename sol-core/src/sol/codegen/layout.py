@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 
 from ..ir import Layer, Tensor
 from .dnn import DnnModule
-from .kernels import EXPRESSIONS
 
 #: ops whose kernels read every input through KernelContext.load (correct in any layout)
 LAYOUT_AWARE = frozenset({
@@ -53,6 +52,8 @@ def same_memory(tensor: Tensor, a: Sequence[int], b: Sequence[int]) -> bool:
 
 
 def layout_aware(op: str) -> bool:
+    from .kernels import EXPRESSIONS  # lazy: see sol.codegen.cluster
+
     return op in LAYOUT_AWARE or op in EXPRESSIONS
 
 
@@ -110,6 +111,8 @@ def _wanted(layer: Layer, index: int, dnn: DnnModule | None) -> tuple[int, ...] 
 def _produced(layer: Layer, out: Tensor, dnn: DnnModule | None, have) -> tuple[int, ...] | None:  # type: ignore[no-untyped-def]
     if dnn is not None:
         return dnn.output_layout(layer)
+    from .kernels import EXPRESSIONS
+
     if layer.op in EXPRESSIONS:
         # elementwise: the layout of an operand of the output's shape (so the nest runs in memory order)
         for t in layer.inputs:

@@ -89,6 +89,8 @@ class MemoryPlan:
     #: sum of every workspace tensor's size without reuse (to report the saving)
     unshared: Affine = Affine()
     slots: list[Affine] = field(default_factory=list)
+    #: workspace tensor id -> (tensor, first, last main-cluster index it is live at); what the memory plot draws
+    lifetimes: dict[int, tuple[Tensor, int, int]] = field(default_factory=dict)
 
     def root(self, tensor: Tensor) -> Tensor:
         return self.alias.get(id(tensor), tensor)
@@ -171,6 +173,7 @@ def plan_memory(programs: Programs, inputs: Sequence[Tensor], params: Sequence[T
         plan.slots[slot] = plan.slots[slot].join(size)
         slot_free_after[slot] = last[tid]
         slot_of[tid] = slot
+        plan.lifetimes[tid] = (tensors[tid], first[tid], last[tid])
     starts: list[Affine] = []
     total = Affine()
     for size in plan.slots:

@@ -2,13 +2,16 @@
 
 One translation unit is compiled with ``-fvisibility=hidden``; the API is
 marked ``visibility("default")`` in the source. A shared library is linked
-with ``--as-needed`` so that its DT_NEEDED entries are exactly the run-time
-libraries it uses; a static library's object gets its hidden symbols
-localised (``objcopy --localize-hidden``) so that only the API can clash
-with the application. Both are checked with ``nm``: a library that exports
-anything but the API is an error, not a warning. For a static library the
-libraries to link are derived from its undefined symbols and proved by
-linking a small C program against it.
+with a version script that keeps only the API global (objects of a compute
+library's glue may carry default-visibility C++ template instances) and with
+``--as-needed``, so its DT_NEEDED entries are exactly the run-time libraries
+it uses. A static library's objects are first linked into one relocatable
+object, whose every global but the API is then made local
+(``objcopy --keep-global-symbols``), so only the API can clash with the
+application. Both are checked with ``nm``: a library that exports anything
+but the API is an error, not a warning. For a static library the libraries
+to link are derived from its undefined symbols and proved by linking a
+small C program against it.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ _LIBRARY_OF_SYMBOL: tuple[tuple[str, str], ...] = (
     (r"^(GOMP_|omp_)", "-lgomp"),
     (r"^(_Z|__cxa_|__gxx_)", "-lstdc++"),
     (r"^(exp|expm1|log|log1p|sqrt|tanh|erf|erfc|pow|floor|ceil|trunc|fmod|round|nearbyint|sin|cos|tan|atan|atan2|"
-     r"sinh|cosh|asin|acos|cbrt|fmax|fmin|lgamma|tgamma|logf|__.*_finite)f?$", "-lm"),
+     r"sinh|cosh|asin|acos|asinh|acosh|atanh|cbrt|hypot|exp2|log2|log10|fmax|fmin|lgamma|tgamma|__.*_finite)f?$", "-lm"),
     (r"^pthread_", "-lpthread"),
     (r"^(dladdr|dlopen|dlsym|dlclose|dlerror)$", "-ldl"),
 )
@@ -62,8 +65,8 @@ class BuiltLibrary:
 
 def require_tools(target: DeployTarget) -> None:
     """Raise naming the package to install when the target's compiler or binutils are missing."""
-    missing = [tool for tool in (target.compiler()[0], target.tool("ar"), target.tool("nm"))
-               if shutil.which(tool) is None]
+    tools = (target.compiler()[0], *(target.tool(name) for name in ("ar", "nm", "objcopy", "readelf")))
+    missing = [tool for tool in tools if shutil.which(tool) is None]
     if missing:
         raise SolBuildError(f"sol.deploy for {target.device_type} needs {', '.join(missing)}, which is not installed "
                             f"(not on PATH): {target.install_hint}")

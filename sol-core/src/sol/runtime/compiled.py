@@ -10,6 +10,7 @@ runs: generated code trusts its arguments.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +61,8 @@ class CompiledModel:
         self._workspace_ptr = 0
         self._workspace_bytes = -1
         self.prepared = False
+        #: called with this model after every forward (debug mode prints its per-Cluster times from here)
+        self.run_listeners: list[Callable[[CompiledModel], None]] = []
 
     @property
     def library_path(self) -> Path:
@@ -106,6 +109,8 @@ class CompiledModel:
             status = self.library.forward(self._derived_ptr, pointer_array(input_ptrs), pointer_array(param_ptrs),
                                           pointer_array(output_ptrs), workspace, batch)
         self._raise_status(status)
+        for listener in self.run_listeners:
+            listener(self)
 
     def run_numpy(self, inputs: list[np.ndarray], params: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Convenience for tests and tools: numpy in, numpy out (prepares every call)."""

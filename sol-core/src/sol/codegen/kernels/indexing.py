@@ -57,7 +57,7 @@ def _outer_and_axis(layer: Layer, rank: int) -> tuple[int, list[str], list[str]]
 
 @kernel("argmax", "argmin")
 def arg_extremum(layer: Layer, kc: KernelContext) -> list[Node]:
-    x, out = layer.inputs[0], layer.outputs[0]
+    x = layer.inputs[0]
     t = ctype_of(x, layer)
     axis, outer, index = _outer_and_axis(layer, x.rank)
     better = ">" if layer.op == "argmax" else "<"

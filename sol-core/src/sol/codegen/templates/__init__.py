@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
+if TYPE_CHECKING:
+    import jinja2
 
 
 @functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
+    # imported here: jinja2 costs ~0.1 s, and loading a cached model renders nothing
+    import jinja2
+
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("sol.codegen", "templates"),
         trim_blocks=True,

@@ -16,10 +16,15 @@ from ..graph import TensorType
 from ..registry import op
 from ._shapes import broadcast, promote, result_dtype, result_dtype_np
 
-try:  # scipy is optional; its erf is exact and vectorised
-    from scipy.special import erf as _erf
-except ImportError:  # pragma: no cover - exercised only without scipy
-    _erf = np.vectorize(math.erf, otypes=[np.float64])
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    # scipy is optional; its erf is exact and vectorised. Imported on first use: importing scipy.special
+    # takes most of a second, which would otherwise be paid by every `sol.optimize` in a fresh process.
+    try:
+        from scipy.special import erf
+    except ImportError:  # pragma: no cover - exercised only without scipy
+        return np.vectorize(math.erf, otypes=[np.float64])(x)
+    return erf(x)
 
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
 

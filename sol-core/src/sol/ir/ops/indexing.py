@@ -1,4 +1,4 @@
-"""Indexing ops (module DFP): gathers by index tensors, arg-reductions, cumulative sums, scatters.
+"""Indexing ops (module DFP): gathers by index tensors, arg-reductions, cumulative sums.
 
 Index tensors are integer; a negative index counts from the end of its axis
 (numpy's and ONNX's rule). Generated code reports an index outside the axis
@@ -52,44 +52,6 @@ class GatherElements:
         idx = indices.astype(np.int64)
         idx = np.where(idx < 0, idx + x.shape[axis], idx)
         return [np.take_along_axis(x, idx, axis=axis)]
-
-
-@op("scatter_elements")
-class ScatterElements:
-    """A copy of x with x[i with i[axis] = indices[i]] (op)= updates[i]: inputs (x, indices, updates).
-
-    attrs: axis, reduction ("none" | "add" | "mul" | "max" | "min"); with "none" and repeated indices the
-    last update in row-major order wins.
-    """
-
-    @staticmethod
-    def infer(inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
-        return [inputs[0]]
-
-    @staticmethod
-    def reference(inputs: Sequence[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
-        x, indices, updates = inputs
-        axis = normalize_axis(int(attrs["axis"]), x.ndim)
-        out = x.copy()
-        idx = indices.astype(np.int64)
-        idx = np.where(idx < 0, idx + x.shape[axis], idx)
-        reduction = attrs.get("reduction", "none")
-        for pos in np.ndindex(*idx.shape):  # a loop over updates: the reference favours clarity
-            target = list(pos)
-            target[axis] = int(idx[pos])
-            t = tuple(target)
-            u = updates[pos]
-            if reduction == "add":
-                out[t] += u
-            elif reduction == "mul":
-                out[t] *= u
-            elif reduction == "max":
-                out[t] = max(out[t], u)
-            elif reduction == "min":
-                out[t] = min(out[t], u)
-            else:
-                out[t] = u
-        return [out]
 
 
 def _arg_infer(inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:

@@ -1,0 +1,223 @@
+"""Training with SOL: gradients, optimizer steps, BatchNorm statistics, losses, state_dict round trips.
+
+Small models, built once per module (the compiled artifacts are cached per test session).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import sol
+import torch
+
+from ._training_helpers import assert_buffers_match, eager_reference, step_loss, without_dropout
+
+
+class ConvNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=2), torch.nn.BatchNorm2d(8), torch.nn.ReLU6(),
+            torch.nn.AvgPool2d(2, ceil_mode=True), torch.nn.Dropout(0.25))
+        self.head = torch.nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.nn.functional.adaptive_avg_pool2d(self.features(x), 1).flatten(1))
+
+
+def _pair() -> tuple[torch.nn.Module, torch.nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    model = ConvNet()
+    without_dropout(model)
+    return model, copy.deepcopy(model), torch.randn(4, 3, 12, 12)
+
+
+def test_one_step_gradients_and_batch_norm_statistics() -> None:
+    model, eager, x = _pair()
+    sol_model = sol.optimize(model, x)
+    sol_model.train()
+    eager.train()
+    x.requires_grad_(True)
+    loss = torch.nn.functional.cross_entropy(sol_model(x), torch.tensor([0, 1, 2, 3]))  # a loss outside the model
+    loss.backward()
+    x_eager = x.detach().clone().requires_grad_(True)
+    loss_eager = torch.nn.functional.cross_entropy(eager(x_eager), torch.tensor([0, 1, 2, 3]))
+    loss_eager.backward()
+    torch.testing.assert_close(loss, loss_eager, rtol=1e-5, atol=1e-6)
+    for (name, p), (_, q) in zip(model.named_parameters(), eager.named_parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-5, msg=lambda m, n=name: f"{n}: {m}")
+    torch.testing.assert_close(x.grad, x_eager.grad, rtol=1e-3, atol=1e-6)  # the input gradient too
+    assert_buffers_match(model, eager)
+    assert int(model.features[1].num_batches_tracked) == 1
+
+
+def test_sgd_and_adam_loss_curves_match_eager_and_weights_copy_back() -> None:
+    model, eager, x = _pair()
+    target = torch.tensor([4, 3, 2, 1])
+    sol_model = sol.optimize(model, x).train()
+    eager.train()
+    curves: list[list[float]] = []
+    for net in (sol_model, eager):
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+        curve = []
+        for _ in range(50):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(net(x), target)
+            loss.backward()
+            optimizer.step()
+            curve.append(loss.item())
+        curves.append(curve)
+    torch.testing.assert_close(torch.tensor(curves[0]), torch.tensor(curves[1]), rtol=1e-3, atol=1e-5)
+    assert curves[0][-1] < curves[0][0] * 0.5
+    assert_buffers_match(model, eager)
+    for net in (sol_model, eager):  # a few Adam steps continue from there
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+        for _ in range(3):
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(net(x), target).backward()
+            optimizer.step()
+    # trained with SOL, copied back into plain PyTorch: the same eval outputs (and SOL's inference sees the new weights)
+    fresh = ConvNet()
+    fresh.load_state_dict(sol_model.state_dict())
+    sol_model.eval()
+    eager.eval()
+    with torch.no_grad():
+        # 53 optimizer steps amplify float rounding differences a little (momentum, Adam): a looser match to eager
+        torch.testing.assert_close(fresh.eval()(x), eager(x), rtol=1e-2, atol=1e-3)
+        torch.testing.assert_close(sol_model(x), fresh(x), rtol=1e-4, atol=1e-5)
+
+
+def test_weights_loaded_before_training_are_used() -> None:
+    model, eager, x = _pair()
+    other = ConvNet()
+    without_dropout(other)
+    sol_model = sol.optimize(model, x).train()
+    sol_model.load_state_dict(other.state_dict())
+    out = sol_model(x)
+    torch.testing.assert_close(out, other.train()(x), rtol=1e-4, atol=1e-5)
+
+
+class WithLoss(torch.nn.Module):
+    """A wrapper model that returns (output, loss)."""
+
+    def __init__(self, loss: str, reduction: str) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
+        self.loss, self.reduction = loss, reduction
+
+    def forward(self, x: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.net(x)
+        f = torch.nn.functional
+        if self.loss == "cross_entropy":
+            loss = f.cross_entropy(out, target, reduction=self.reduction)
+        elif self.loss == "nll":
+            loss = f.nll_loss(f.log_softmax(out, 1), target, reduction=self.reduction, ignore_index=2)
+        elif self.loss == "mse":
+            loss = f.mse_loss(out, target, reduction=self.reduction)
+        elif self.loss == "l1":
+            loss = f.l1_loss(out, target, reduction=self.reduction)
+        else:
+            loss = f.binary_cross_entropy_with_logits(out, target, reduction=self.reduction,
+                                                      pos_weight=torch.tensor([1.0, 2.0, 0.5, 1.0]))
+        return out, loss
+
+
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll", "mse", "l1", "bce_with_logits"])
+def test_losses_inside_the_model(loss: str) -> None:
+    torch.manual_seed(1)
+    x = torch.randn(5, 6)
+    if loss in ("cross_entropy", "nll"):
+        target = torch.tensor([0, 3, 2, 1, 3])
+    elif loss == "bce_with_logits":
+        target = torch.rand(5, 4)
+    else:
+        target = torch.randn(5, 4)
+    for reduction in ("mean", "sum"):
+        model = WithLoss(loss, reduction)
+        eager = copy.deepcopy(model)
+        sol_model = sol.optimize(model, x, target).train()
+        _, value = sol_model(x, target)
+        value.backward()
+        _, expected = eager(x, target)
+        expected.backward()
+        torch.testing.assert_close(value, expected, rtol=1e-5, atol=1e-6)
+        for p, q in zip(model.parameters(), eager.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6)
+
+
+def test_eval_mode_with_gradients_recomputes_lazily() -> None:
+    model, eager, x = _pair()
+    sol_model = sol.optimize(model, x)
+    sol_model.eval()
+    eager.eval()
+    step_loss(sol_model(x)).backward()
+    step_loss(eager(x)).backward()
+    for p, q in zip(model.parameters(), eager.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-6)
+
+
+def test_no_grad_in_training_mode_still_updates_statistics() -> None:
+    model, eager, x = _pair()
+    sol_model = sol.optimize(model, x).train()
+    eager.train()
+    with torch.no_grad():
+        torch.testing.assert_close(sol_model(x), eager(x), rtol=1e-4, atol=1e-5)
+    assert_buffers_match(model, eager)
+
+
+def test_dropout_is_reproducible_with_correct_statistics_and_gradients() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.Dropout(0.3))
+    x = torch.randn(32, 64)
+    sol_model = sol.optimize(model, x).train()
+
+    def run() -> tuple[torch.Tensor, torch.Tensor]:
+        model.zero_grad()
+        xg = x.clone().requires_grad_(True)
+        out = sol_model(xg)
+        out.sum().backward()
+        return out.detach(), xg.grad
+
+    sol.set_seed(7)
+    first, grad = run()
+    second, _ = run()
+    sol.set_seed(7)
+    again, grad_again = run()
+    assert torch.equal(first, again) and torch.equal(grad, grad_again)  # set_seed restarts the sequence of masks
+    assert not torch.equal(first, second)  # every step draws a new mask
+    with torch.no_grad():
+        dense = model[0](x)
+    kept = first != 0
+    assert abs(1 - kept.float().mean().item() - 0.3) < 0.02  # the drop rate
+    torch.testing.assert_close(first[kept], dense[kept] / 0.7, rtol=1e-5, atol=1e-6)  # kept values are scaled
+    # given the mask, the gradient is the eager gradient of x -> linear -> mask * scale
+    xg = x.clone().requires_grad_(True)
+    (model[0](xg) * kept / 0.7).sum().backward()
+    torch.testing.assert_close(grad, xg.grad, rtol=1e-4, atol=1e-5)
+    assert sol.seed() == 7
+
+
+def test_wildcard_batch_training() -> None:
+    model, eager, _ = _pair()
+    sol_model = sol.optimize(model, sol.input([0, 3, 12, 12])).train()
+    eager.train()
+    for batch in (3, 5):
+        x = torch.randn(batch, 3, 12, 12)
+        model.zero_grad()
+        eager.zero_grad()
+        step_loss(sol_model(x)).backward()
+        step_loss(eager(x)).backward()
+        for p, q in zip(model.parameters(), eager.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-6)
+    assert_buffers_match(model, eager)
+
+
+def test_float64_reference_helper_agrees_on_a_small_model() -> None:
+    model, _, x = _pair()
+    reference = eager_reference(model.train(), x)
+    sol_model = sol.optimize(model, x).train()
+    step_loss(sol_model(x)).backward()
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p.grad.double(), q.grad, rtol=1e-3, atol=1e-5)
