@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+from _codegen_helpers import CaseGraph
 from sol.ir import Dim, Purpose
-
-from ._codegen_helpers import CaseGraph
 
 RNG = np.random.default_rng(5)
 
@@ -19,8 +18,9 @@ def training_graph() -> CaseGraph:
     logp = cg.input("logp", (1, 5))
     key = cg.graph.add_input("key", [Dim(2, Purpose.C)], "int64")
     cg.feeds.append(lambda batch, rng: np.array([2024, 3], dtype=np.int64))
-    scalar = cg.graph.add_input("dloss", [], "float32")
-    cg.feeds.append(lambda batch, rng: np.asarray(rng.standard_normal(), dtype=np.float32))
+    # [1], not 0-d: CompiledModel.run_numpy passes arrays through np.ascontiguousarray, which makes 0-d arrays 1-d
+    scalar = cg.graph.add_input("dloss", [Dim(1, Purpose.C)], "float32")
+    cg.feeds.append(lambda batch, rng: rng.standard_normal(1).astype(np.float32))
     gamma = cg.param("gamma", RNG.uniform(0.5, 1.5, 4).astype(np.float32))
     beta = cg.param("beta", RNG.standard_normal(4).astype(np.float32))
     y, mean, invstd, _ = cg.case("batch_norm_train", "batch_norm_train", [x, gamma, beta], {"eps": 1e-5})

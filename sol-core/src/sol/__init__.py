@@ -43,7 +43,9 @@ def deploy(model, *inputs, target: str = "lib::shared", lib_name: str = "libsolp
     ``"arm64"``, ...: every backend that implements ``sol_deploy_targets``).
     ``options``: ``{"weights": "file"}`` writes the weights to a separate file
     instead of embedding them; targets add their own (``gcc::march``,
-    ``gcc::mtune``). ``dargs``: the original SOL's dict form (``lib_name``,
+    ``gcc::mtune``; on x86 ``x86::onednn``: ``"avoid"`` for library-free
+    code, ``"ship"`` for oneDNN calls with libdnnl copied beside the
+    library). ``dargs``: the original SOL's dict form (``lib_name``,
     ``func_name``, ``path``, ``device_type``, ``host_type``). Prints and
     returns a `sol.deploy.DeployResult` (files, exported symbols, link flags,
     run-time libraries).

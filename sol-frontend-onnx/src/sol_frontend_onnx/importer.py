@@ -51,6 +51,10 @@ class ImportResult:
     opset: int = 0
 
 
+#: constants with more elements than this are passed as parameters instead of being compiled in
+LARGE_CONSTANT = 1024
+
+
 def opset_of(model: onnx.ModelProto) -> int:
     for entry in model.opset_import:
         if entry.domain in ("", "ai.onnx"):
@@ -207,12 +211,27 @@ class Importer:
             raise SolUnsupportedError(f"the model's outputs {missing} are not produced by any node")
         self.graph.outputs = [self.values[n] for n in output_names]
         remove_dead_layers(self.graph)
+        self._large_constants_as_params()
         used = {id(t) for layer in self.graph.layers for t in layer.inputs} | {id(t) for t in self.graph.outputs}
         self.graph.inputs = [t for name, t in ((n, self.values[n]) for n in input_names)
                              if name not in self.specialized or id(t) in used]
         by_tensor = {id(self.values[n]): n for n in input_names}
         feeds = [by_tensor[id(t)] for t in self.graph.inputs]
         return ImportResult(self.graph, feeds, input_names, output_names, dict(self.specialized), self.opset)
+
+    def _large_constants_as_params(self) -> None:
+        """Big float constants (weights made by Constant / ConstantOfShape nodes) become parameters.
+
+        Generated code embeds constants in its source; a network's weights would make that source
+        gigabytes long. As parameters they are passed by pointer like initializers.
+        """
+        for layer in self.graph.layers:
+            for t in layer.inputs:
+                if (t.kind == "const" and t.data is not None and t.data.size > LARGE_CONSTANT
+                        and t.dtype.startswith("float") and t.name not in self.graph.params):
+                    t.kind = "param"
+                    t.data = contiguous(t.data)
+                    self.graph.params[t.name] = t
 
     def _initializer(self, name: str, data: np.ndarray) -> None:
         dtype = sol_dtype(data.dtype, f"initializer {name!r}")

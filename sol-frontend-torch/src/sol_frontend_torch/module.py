@@ -111,7 +111,7 @@ class SolModule(torch.nn.Module):
         compiled = self._sol_compiled
         batch = self._batch(inputs, compiled.input_specs)
         tensors = [x if x.is_contiguous() else x.contiguous() for x in inputs]
-        param_ptrs = self._sol_params.pointers(compiled, self._sol_params.tensors())
+        param_ptrs = self._sol_params.pointer_array(compiled)  # prepared; reused while no parameter changed
         device = tensors[0].device if tensors else torch.device("cpu")
         outputs = [torch.empty(tuple(shape), dtype=torch_dtype(_spec_fields(spec)[1]), device=device)
                    for shape, spec in zip(compiled.output_shapes(batch), compiled.output_specs, strict=True)]

@@ -9,17 +9,26 @@ writes (optimizer steps, load_state_dict) and data_ptr catches reassignment.
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import torch
 from sol.errors import SolError
+from sol.runtime.library import pointer_array
 
 
 class ParamSlots:
     def __init__(self, model: torch.nn.Module, names: list[str]) -> None:
         self.names = list(names)
         self._slots = [self._slot(model, name) for name in names]
+        # The dict each tensor lives in (the owner's _parameters or _buffers): reading it directly skips
+        # nn.Module.__getattr__, which costs ~1 us per tensor per call. Assignments through the module
+        # (`owner.weight = ...`, load_state_dict) update these same dicts, so they stay current.
+        self._stores = [self._store(owner, attr) for owner, attr in self._slots]
         self._prepared: dict[int, tuple[tuple[int, int], ...]] = {}
+        #: per compiled model: (versions, pointers, ctypes array) of the last call whose tensors were all contiguous
+        self._arrays: dict[int, tuple[list[int], list[int], ctypes.Array[ctypes.c_void_p]]] = {}
+        self._keepalive: list[torch.Tensor] = []
 
     @staticmethod
     def _slot(model: torch.nn.Module, name: str) -> tuple[torch.nn.Module, str]:
@@ -29,9 +38,20 @@ class ParamSlots:
             raise SolError(f"the compiled model needs parameter {name!r}, which the PyTorch model does not have")
         return owner, attr
 
+    @staticmethod
+    def _store(owner: torch.nn.Module, attr: str) -> dict[str, Any] | None:
+        for store in (owner._parameters, owner._buffers):
+            if attr in store:
+                return store
+        return None
+
     def live(self) -> list[torch.Tensor]:
         """The framework's tensors themselves (with autograd identity: what gradients attach to)."""
-        return [getattr(owner, attr) for owner, attr in self._slots]
+        out = []
+        for (owner, attr), store in zip(self._slots, self._stores, strict=True):
+            tensor = store.get(attr) if store is not None else None
+            out.append(tensor if tensor is not None else getattr(owner, attr))
+        return out
 
     def tensors(self) -> list[torch.Tensor]:
         """Detached, contiguous views (copies only where the framework's tensor is not contiguous)."""
@@ -40,6 +60,30 @@ class ParamSlots:
             tensor = tensor.detach()
             out.append(tensor if tensor.is_contiguous() else tensor.contiguous())
         return out
+
+    def pointer_array(self, compiled: Any) -> ctypes.Array[ctypes.c_void_p] | list[int]:
+        """The parameter pointers of one inference call, prepared; the same ctypes array while nothing changed.
+
+        The per-call work is reading each tensor's version and address; the array
+        is rebuilt (and ``compiled`` re-prepared) only when one of them changed.
+        A non-contiguous parameter needs a contiguous copy per call: then a plain
+        list is returned (and checked by ``compiled.run``), the copies kept alive here.
+        """
+        tensors = self.live()
+        versions = [t._version for t in tensors]
+        addresses = [t.data_ptr() for t in tensors]
+        cached = self._arrays.get(id(compiled))
+        if cached is not None and cached[0] == versions and cached[1] == addresses:
+            return cached[2]
+        contiguous = self.tensors()
+        pointers = self.pointers(compiled, contiguous)
+        if pointers != addresses or 0 in pointers:  # copies (never cache pointers into temporaries), or NULL
+            self._arrays.pop(id(compiled), None)
+            self._keepalive = contiguous
+            return pointers
+        array = pointer_array(pointers)
+        self._arrays[id(compiled)] = (versions, addresses, array)
+        return array
 
     def pointers(self, compiled: Any, tensors: list[torch.Tensor]) -> list[int]:
         """Pointers for ``compiled``, running its prepare program first when a parameter changed since its last one."""

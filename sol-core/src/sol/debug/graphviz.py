@@ -21,7 +21,6 @@ from pathlib import Path
 from .. import log
 from ..codegen.cluster import Cluster
 from ..codegen.plan import Plan
-from ..codegen.source import describe
 from ..ir import Layer, Tensor
 
 _log = log.get("debug")
@@ -42,6 +41,8 @@ def _shape(tensor: Tensor) -> str:
 
 def _layer_label(layer: Layer) -> str:
     out = f"\n{_shape(layer.outputs[0])}" if layer.outputs else ""
+    from ..codegen.source import describe  # lazy: the generator loads every kernel; cached loads import this module
+
     return f"{layer.name}\n{describe(layer)}{out}"
 
 

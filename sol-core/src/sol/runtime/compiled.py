@@ -9,6 +9,7 @@ runs: generated code trusts its arguments.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ class CompiledModel:
         self._workspace: np.ndarray | None = None
         self._workspace_ptr = 0
         self._workspace_bytes = -1
+        self._workspace_batch = -1  # the batch the workspace was last checked for
         self.prepared = False
         #: called with this model after every forward (debug mode prints its per-Cluster times from here)
         self.run_listeners: list[Callable[[CompiledModel], None]] = []
@@ -95,18 +97,33 @@ class CompiledModel:
             self._raise_status(self.library.prepare(self._derived_ptr, params, 1))
             self.prepared = True
 
-    def run(self, input_ptrs: list[int], param_ptrs: list[int], output_ptrs: list[int], batch: int) -> None:
-        """One inference on tensors given by address (validated shapes/dtypes are the caller's job)."""
+    def run(self, input_ptrs: list[int], param_ptrs: list[int] | ctypes.Array[ctypes.c_void_p],
+            output_ptrs: list[int], batch: int) -> None:
+        """One inference on tensors given by address (validated shapes/dtypes are the caller's job).
+
+        ``param_ptrs`` may be a ctypes ``c_void_p`` array the caller keeps between
+        calls (built from checked, non-NULL pointers, and prepared): a model with
+        a hundred parameters then pays no per-call conversion for them.
+        """
         self._check_count("input", input_ptrs, len(self.input_specs))
-        self._check_count("parameter", param_ptrs, len(self.param_names))
+        if isinstance(param_ptrs, ctypes.Array):
+            if len(param_ptrs) != max(len(self.param_names), 1):
+                raise SolInputError(f"model {self.graph.name!r} takes {len(self.param_names)} parameter pointers, "
+                                    f"got an array of {len(param_ptrs)}")
+            params = param_ptrs
+        else:
+            self._check_count("parameter", param_ptrs, len(self.param_names))
+            if not self.prepared:
+                self.prepare(param_ptrs)
+            params = pointer_array(param_ptrs)
         self._check_count("output", output_ptrs, len(self.output_specs))
         if not isinstance(batch, int) or batch < 1:
             raise SolInputError(f"batch must be a positive int, got {batch!r}")
         if not self.prepared:
-            self.prepare(param_ptrs)
+            raise SolInputError(f"model {self.graph.name!r}: call prepare() before run() with a pointer array")
         with self._lock:
             workspace = self._grow_workspace(batch)
-            status = self.library.forward(self._derived_ptr, pointer_array(input_ptrs), pointer_array(param_ptrs),
+            status = self.library.forward(self._derived_ptr, pointer_array(input_ptrs), params,
                                           pointer_array(output_ptrs), workspace, batch)
         self._raise_status(status)
         for listener in self.run_listeners:
@@ -157,10 +174,13 @@ class CompiledModel:
 
     # -- internals -----------------------------------------------------------
     def _grow_workspace(self, batch: int) -> int:
+        if batch == self._workspace_batch:  # the usual case: the same batch as the last call
+            return self._workspace_ptr
         needed = self.workspace_size(batch)
         if needed > self._workspace_bytes:
             self._workspace, self._workspace_ptr = _aligned(needed)
             self._workspace_bytes = needed
+        self._workspace_batch = batch
         return self._workspace_ptr
 
     def _check_count(self, what: str, pointers: list[int], expected: int) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ...ir import Layer
 from ...ir.ops.dropout_train import PHILOX_M, PHILOX_W, threshold
 from .. import cexpr
-from ..nest import Emit, Node, Stmt, index_vars, nest_in_order
+from ..nest import Block, Emit, Node, Stmt, index_vars, nest_in_order
 from .base import KernelContext, ctype_of, kernel
 
 PHILOX = (
@@ -39,9 +39,10 @@ def dropout_train(layer: Layer, kc: KernelContext) -> list[Node]:
     scale = cexpr.literal(0.0 if p >= 1.0 else 1.0 / (1.0 - p), out.dtype)
     keep = f"(sol_philox(seed, (uint64_t)({element}), step, {int(layer.attrs['stream']) & 0xFFFFFFFF}u) >> 8) >= {threshold(p)}u"
     value = f"({keep} ? ({t})({kc.load(x, idx)} * {scale}) : ({t})0)"
-    return [
+    # a scope of its own: several dropout layers share one generated function
+    return [Block([
         Stmt(PHILOX),
         Stmt(f"const uint64_t seed = (uint64_t){kc.ptr(key)}[0];"),
         Stmt(f"const uint32_t step = (uint32_t)(uint64_t){kc.ptr(key)}[1];"),
         *nest_in_order(idx, [cexpr.size(s) for s in out.shape], [Emit(value, tuple(idx))], kc.layout(out)),
-    ]
+    ])]

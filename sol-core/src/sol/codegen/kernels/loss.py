@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...ir import Layer
 from .. import cexpr
-from ..nest import Emit, Loop, Node, Stmt, nest
+from ..nest import Block, Emit, Loop, Node, Stmt, nest
 from .base import KernelContext, ctype_of, expression, kernel, optional_input
 
 
@@ -40,11 +40,11 @@ def nll_loss(layer: Layer, kc: KernelContext) -> list[Node]:
     if reduction == "none":
         return nest(["n"], [_samples(layer)], [*per_sample, Emit(f"({t})loss", ("n",))], vector_last=False)
     result = "total / wsum" if reduction == "mean" else "total"
-    return [
+    return [Block([  # a scope of its own: several losses share one generated function
         Stmt("double total = 0, wsum = 0;"),
         Loop("n", _samples(layer), [*per_sample, Stmt("total += loss;"), Stmt("wsum += wt;")]),
         Emit(f"({t})({result})", ()),
-    ]
+    ])]
 
 
 @kernel("nll_loss_grad")
@@ -56,16 +56,16 @@ def nll_loss_grad(layer: Layer, kc: KernelContext) -> list[Node]:
     prelude: list[Node] = []
     if reduction == "mean":
         prelude = [Stmt("double wsum = 0;"), Loop("n", _samples(layer), [*_target(layer, kc, classes), Stmt("wsum += wt;")]),
-                   Stmt(f"const double scale = (double){kc.load(g, [])} / wsum;")]
+                   Stmt(f"const double scale = (double){kc.ptr(g)}[0] / wsum;")]
     elif reduction == "sum":
-        prelude = [Stmt(f"const double scale = (double){kc.load(g, [])};")]
+        prelude = [Stmt(f"const double scale = (double){kc.ptr(g)}[0];")]
     scale = "scale" if reduction != "none" else f"(double){kc.load(g, ['n'] if g.rank else [])}"
     index = ("n", "c") if out.rank == 2 else ("c",)
     row: list[Node] = [*_target(layer, kc, classes),
                        Loop("c", classes, [Emit(f"({t})(c == tc ? -{scale} * wt : 0.0)", index)], vector=True)]
     if out.rank == 1:
-        return [*prelude, Stmt("const int64_t n = 0;"), *row]
-    return [*prelude, *nest(["n"], [_samples(layer)], row, vector_last=False)]
+        return [Block([*prelude, Stmt("const int64_t n = 0;"), *row])]
+    return [Block([*prelude, *nest(["n"], [_samples(layer)], row, vector_last=False)])]
 
 
 @expression("div_size")

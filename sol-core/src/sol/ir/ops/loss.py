@@ -91,7 +91,7 @@ class NllLossGrad:
         weight = inputs[2] if len(inputs) > 2 else None
         safe, w = _picked(target, weight, int(attrs.get("ignore_index", -100)))
         reduction = _check(attrs)
-        per_sample = g.astype(np.float64) * w if reduction == "none" else float(g) * w
+        per_sample = g.astype(np.float64) * w if reduction == "none" else float(np.asarray(g).reshape(-1)[0]) * w
         if reduction == "mean":
             per_sample = per_sample / w.sum()
         out = np.zeros((*target.shape, int(attrs["classes"])))
