@@ -9,11 +9,10 @@ from collections.abc import Iterator
 import numpy as np
 import onnx
 import pytest
+import sol
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from sol.errors import SolInputError, SolUnsupportedError
-
-import sol
 
 
 @pytest.fixture(autouse=True)

@@ -35,6 +35,7 @@ from sol.passes.dead_layers import remove_dead_layers
 from .dtypes import contiguous, sol_dtype
 from .errors import NeedsStaticBatch
 from .handlers import HANDLERS
+from .handlers.sequence import TensorSequence
 from .inputs import InputPlan
 
 
@@ -209,6 +210,8 @@ class Importer:
         missing = [n for n in output_names if n not in self.values]
         if missing:
             raise SolUnsupportedError(f"the model's outputs {missing} are not produced by any node")
+        if any(isinstance(self.values[n], TensorSequence) for n in output_names):
+            raise SolUnsupportedError("sequence outputs are not supported (SOL returns tensors)")
         self.graph.outputs = [self.values[n] for n in output_names]
         remove_dead_layers(self.graph)
         self._large_constants_as_params()
@@ -269,7 +272,7 @@ class Importer:
             raise self.unsupported(str(error)) from None
         except SolInputError:
             raise
-        outputs = [result] if isinstance(result, Tensor) else list(result)
+        outputs = [result] if isinstance(result, (Tensor, TensorSequence)) else list(result)
         for index, name in enumerate(node.output):
             if not name:
                 continue

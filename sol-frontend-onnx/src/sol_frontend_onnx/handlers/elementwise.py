@@ -9,7 +9,7 @@ from sol.ir import Tensor
 
 from ..dtypes import from_onnx
 from ._registry import handler
-from ._util import cast, scalar
+from ._util import cast, reshape, scalar
 
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Equal": "eq", "Less": "lt", "Greater": "gt",
            "LessOrEqual": "le", "GreaterOrEqual": "ge", "And": "logical_and", "Or": "logical_or",
@@ -22,22 +22,24 @@ _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "L
           "IsNaN": "isnan", "Not": "logical_not", "BitwiseNot": "bitwise_not", "HardSwish": "hardswish"}
 
 
-def _check_broadcast_attr(ctx: Any) -> None:
-    # opset < 7 broadcast with an explicit axis is not numpy broadcasting
-    if ctx.attr("broadcast") and ctx.attr("axis") is not None:
-        raise ctx.unsupported("legacy broadcasting with an axis (opset < 7) is not supported")
+def _operands(ctx: Any) -> tuple[Tensor, Tensor]:
+    """The two operands; opset < 7 broadcasting (``broadcast=1, axis=k``) aligns b at axis k of a."""
+    a, b = ctx.need(0), ctx.need(1)
+    if ctx.opset < 7 and ctx.attr("broadcast") and b.rank < a.rank:
+        axis = int(ctx.attr("axis", a.rank - b.rank))
+        axis = axis + a.rank if axis < 0 else axis
+        b = reshape(ctx, b, tuple(b.shape) + (1,) * (a.rank - axis - b.rank))
+    return a, b
 
 
 @handler(*_BINARY)
 def binary(ctx: Any) -> Tensor:
-    _check_broadcast_attr(ctx)
-    return ctx.one(_BINARY[ctx.node.op_type], [ctx.need(0), ctx.need(1)])
+    return ctx.one(_BINARY[ctx.node.op_type], list(_operands(ctx)))
 
 
 @handler("Div")
 def div(ctx: Any) -> Tensor:
-    _check_broadcast_attr(ctx)
-    a, b = ctx.need(0), ctx.need(1)
+    a, b = _operands(ctx)
     # ONNX integer division truncates like C
     mode = None if a.dtype.startswith("float") else "trunc"
     return ctx.one("div", [a, b], {"rounding_mode": mode})
@@ -165,6 +167,8 @@ def swish(ctx: Any) -> Tensor:
 @handler("PRelu")
 def prelu(ctx: Any) -> Tensor:
     x, slope = ctx.need(0), ctx.need(1)
+    if ctx.opset < 7 and slope.rank == 1 and x.rank > 2 and slope.shape[0] != x.shape[-1]:
+        slope = reshape(ctx, slope, (slope.shape[0],) + (1,) * (x.rank - 2))  # one slope per channel (axis 1)
     negative = ctx.one("lt", [x, scalar(ctx, 0, x)])
     return ctx.one("where", [negative, ctx.one("mul", [x, slope]), x])
 

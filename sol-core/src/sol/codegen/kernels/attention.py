@@ -28,7 +28,10 @@ def attention(layer: Layer, kc: KernelContext) -> list[Node]:
         lead = cexpr.broadcast_index(bvars, batch, tensor_shape[:-2])
         return cexpr.linear([*lead, row, "0"], tensor_shape)
 
-    score = f"sc[s] = (double)acc * {scale!r};"
+    # Scores and sums in the model's float type (as torch's CPU kernel does): doubles halve the SIMD width
+    # and add conversions to every element; the max-subtracted softmax keeps float accurate.
+    w = "double" if t == "double" else "float"
+    score = f"sc[s] = ({w})acc * ({w}){scale!r};"
     masking: list[Node] = []
     if layer.attrs.get("is_causal", False):
         masking.append(Stmt("if (s > l) sc[s] = -INFINITY;"))
@@ -38,8 +41,8 @@ def attention(layer: Layer, kc: KernelContext) -> list[Node]:
         mval = kc.load(mask, m_index)
         masking.append(Stmt(f"if (!{mval}) sc[s] = -INFINITY;" if mask.dtype == "bool" else f"sc[s] += {mval};"))
     row: list[Node] = [
-        Stmt(f"alignas(64) double sc[{source}];"),
-        Stmt(f"alignas(64) double acc_v[{ev}];"),
+        Stmt(f"alignas(64) {w} sc[{source}];"),
+        Stmt(f"alignas(64) {w} acc_v[{ev}];"),
         Stmt(f"const int64_t qo = {base(q.shape, 'l')}, ko = {base(k.shape, '0')}, vo = {base(v.shape, '0')};"),
         Loop("s", str(source), [
             Stmt(f"{t} acc = 0;"),
@@ -48,13 +51,15 @@ def attention(layer: Layer, kc: KernelContext) -> list[Node]:
             Stmt(score),
             *masking,
         ]),
-        Stmt("double mx = -INFINITY;"),
-        Loop("s", str(source), [Stmt("mx = sol_max<double>(mx, sc[s]);")]),
-        Stmt("double sum = 0;"),
-        Loop("s", str(source), [Stmt(f"sc[s] = {kc.math('exp')}(sc[s] - mx);"), Stmt("sum += sc[s];")]),
+        Stmt(f"{w} mx = -INFINITY;"),
+        Loop("s", str(source), [Stmt(f"mx = sol_max<{w}>(mx, sc[s]);")], vector=True, reduction=("max", "mx")),
+        Stmt(f"{w} sum = 0;"),
+        Loop("s", str(source), [Stmt(f"sc[s] = {kc.math('exp')}(sc[s] - mx);"), Stmt("sum += sc[s];")],
+             vector=True, reduction=("+", "sum")),
+        Stmt(f"const {w} inv = ({w})1 / sum;"),
         Loop("c", str(ev), [Stmt("acc_v[c] = 0;")], vector=True),
         Loop("s", str(source), [
-            Stmt("const double p = sc[s] / sum;"),
+            Stmt(f"const {w} p = sc[s] * inv;"),
             Loop("c", str(ev), [Stmt(f"acc_v[c] += p * {kc.ptr(v)}[vo + s * {ev} + c];")], vector=True),
         ]),
         Loop("c", str(ev), [Emit(f"({t})acc_v[c]", (*bvars, "l", "c"))], vector=True),
