@@ -45,6 +45,7 @@ for _case in _cases.values():
         if _reason is not None:
             setattr(_case, _name, pytest.mark.xfail(strict=True, reason=_reason)(getattr(_case, _name)))
 globals().update(_cases)
+del _case, _name, _reason  # module-level TestCase names would be collected a second time
 
 
 @pytest.fixture(scope="module", autouse=True)

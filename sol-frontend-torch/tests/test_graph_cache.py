@@ -123,3 +123,26 @@ def test_what_cannot_be_described_is_not_fingerprinted() -> None:
     handle.remove()
     model.strange = object()  # forward might read it, and it has no faithful description
     assert fingerprint(model, (x,), None) is None
+
+
+_FINGERPRINT_SCRIPT = """
+import torch, torchvision
+from sol_frontend_torch.fingerprint import fingerprint
+model = torchvision.models.squeezenet1_1()
+print(fingerprint(model, (torch.randn(1, 3, 64, 64),), None))
+"""
+
+
+def test_fingerprint_is_the_same_in_every_process() -> None:
+    # a fresh process (other string hashing, other reference counts) must find the record the first one stored
+    import os
+    import subprocess
+    import sys
+
+    prints = set()
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        done = subprocess.run([sys.executable, "-c", _FINGERPRINT_SCRIPT], capture_output=True, text=True, env=env,
+                              check=True)
+        prints.add(done.stdout.strip().splitlines()[-1])
+    assert len(prints) == 1 and "None" not in prints

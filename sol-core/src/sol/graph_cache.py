@@ -61,22 +61,31 @@ def record_key(fingerprint: str, device: str) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
+#: the parts of sol-core that decide a parsed, optimized graph (the IR and op registry, the passes, input
+#: specs, this module); codegen is covered by the artifact's own key, the frontend by its fingerprint
+_GRAPH_SOURCES = ("ir", "passes", "inputs.py", "graph_cache.py", "_version.py")
+
+
 @functools.cache
 def sol_code_identity() -> str:
-    """A stamp of sol-core's installed sources: an edited pass or frontend helper must not reuse old graphs."""
-    return source_tree_identity(Path(__file__).parent)
+    """A stamp of the sol-core sources a parsed graph depends on: an edited pass must not reuse old graphs."""
+    root = Path(__file__).parent
+    return source_tree_identity(*(root / part for part in _GRAPH_SOURCES))
 
 
-def source_tree_identity(root: Path) -> str:
-    """sha256 of (path, size, mtime) of every .py file under ``root``: cheap (stat only) and changes with any edit."""
+def source_tree_identity(*roots: Path) -> str:
+    """sha256 of (path, size, mtime) of every .py file under ``roots``: cheap (stat only), changes with any edit."""
     h = hashlib.sha256()
-    for path in sorted(_python_files(root)):
+    for path in sorted(f for root in roots for f in _python_files(root)):
         st = os.stat(path)
         h.update(f"{path}:{st.st_size}:{st.st_mtime_ns}\n".encode())
     return h.hexdigest()
 
 
 def _python_files(root: Path) -> Iterator[str]:
+    if root.is_file():
+        yield str(root)
+        return
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if d != "__pycache__"]
         yield from (os.path.join(dirpath, f) for f in filenames if f.endswith(".py"))

@@ -24,7 +24,6 @@ from __future__ import annotations
 import enum
 import functools
 import hashlib
-import marshal
 import os
 import sys
 import types
@@ -114,9 +113,14 @@ def _class_name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+#: the frontend sources that decide a parsed graph (not the runtime wrapper or training, which run after it)
+_GRAPH_SOURCES = ("aten", "capture.py", "convert.py", "symbols.py", "frontend.py", "fingerprint.py")
+
+
 @functools.cache
 def _frontend_identity() -> str:
-    return source_tree_identity(Path(__file__).parent)
+    here = Path(__file__).parent
+    return source_tree_identity(*(here / part for part in _GRAPH_SOURCES))
 
 
 def _versioned(module_name: str) -> bool:
@@ -168,7 +172,7 @@ class _CodeWalker:
             self.parts.append(f"function {function.__module__}.{function.__qualname__}")
             return
         code = function.__code__
-        digest = hashlib.sha256(marshal.dumps(code)).hexdigest()
+        digest = _code_digest(code)
         self.parts.append(f"function {function.__qualname__} {digest} defaults {self.value(function.__defaults__)}")
         for cell in function.__closure__ or ():
             self.parts.append(f"  closure {self.value(cell.cell_contents)}")
@@ -210,6 +214,21 @@ class _CodeWalker:
         if _versioned(type(value).__module__) and " at 0x" not in repr(value):
             return f"{_class_name(type(value))}:{value!r}"  # e.g. a namedtuple's field accessor
         raise Unfingerprintable(f"a value of type {type(value).__qualname__}")
+
+
+def _code_digest(code: types.CodeType) -> str:
+    """A hash of what a code object does. Not marshal.dumps: its output depends on reference counts."""
+    h = hashlib.sha256(code.co_code)
+    h.update(repr((code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars, code.co_argcount,
+                   code.co_kwonlyargcount, code.co_posonlyargcount, code.co_flags)).encode())
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            h.update(_code_digest(const).encode())
+        elif isinstance(const, frozenset):  # `x in {...}` constants: their repr order follows string hashing
+            h.update(f"frozenset:{sorted(map(repr, const))}".encode())
+        else:
+            h.update(f"{type(const).__name__}:{const!r}".encode())
+    return h.hexdigest()
 
 
 def _global_names(code: types.CodeType) -> Iterator[str]:

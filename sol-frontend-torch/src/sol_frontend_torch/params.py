@@ -77,7 +77,7 @@ class ParamSlots:
             return cached[2]
         contiguous = self.tensors()
         pointers = self.pointers(compiled, contiguous)
-        if pointers != addresses or 0 in pointers:  # copies (never cache pointers into temporaries), or NULL
+        if not pointers or pointers != addresses or 0 in pointers:  # none, copies (never cache temporaries), NULL
             self._arrays.pop(id(compiled), None)
             self._keepalive = contiguous
             return pointers

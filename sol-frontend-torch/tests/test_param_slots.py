@@ -1,0 +1,58 @@
+"""ParamSlots.pointer_array: one cached pointer array per call, rebuilt (and re-prepared) whenever a parameter changed."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import torch
+from sol_frontend_torch.params import ParamSlots
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.prepared: list[list[int]] = []
+
+    def prepare(self, pointers: list[int]) -> None:
+        self.prepared.append(list(pointers))
+
+
+def _model() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+
+
+def _addresses(array: Any) -> list[int]:
+    return [int(p) for p in array]
+
+
+def test_unchanged_parameters_reuse_the_array_without_prepare() -> None:
+    model, compiled = _model(), _Recorder()
+    slots = ParamSlots(model, ["0.weight", "0.bias", "1.running_mean"])
+    first = slots.pointer_array(compiled)
+    assert isinstance(first, ctypes.Array)
+    assert slots.pointer_array(compiled) is first
+    assert len(compiled.prepared) == 1
+
+
+def test_in_place_updates_and_reassignment_are_seen() -> None:
+    model, compiled = _model(), _Recorder()
+    slots = ParamSlots(model, ["0.weight", "1.running_mean"])
+    slots.pointer_array(compiled)
+    with torch.no_grad():
+        model[0].weight.add_(1.0)  # what an optimizer step or load_state_dict does
+    slots.pointer_array(compiled)
+    assert len(compiled.prepared) == 2
+    model[1].running_mean = torch.ones(3)  # a new tensor: a new address
+    array = slots.pointer_array(compiled)
+    assert len(compiled.prepared) == 3
+    assert _addresses(array)[1] == model[1].running_mean.data_ptr()
+
+
+def test_non_contiguous_parameters_get_a_fresh_copy_each_call() -> None:
+    model, compiled = _model(), _Recorder()
+    model[0].weight = torch.nn.Parameter(torch.randn(3, 4).t().contiguous().t())
+    assert not model[0].weight.is_contiguous()
+    slots = ParamSlots(model, ["0.weight"])
+    pointers = slots.pointer_array(compiled)
+    assert isinstance(pointers, list)
+    assert pointers[0] != model[0].weight.data_ptr()  # a contiguous copy, kept alive by the slots
