@@ -126,9 +126,10 @@ def test_what_cannot_be_described_is_not_fingerprinted() -> None:
 
 
 _FINGERPRINT_SCRIPT = """
-import torch, torchvision
+import torch
 from sol_frontend_torch.fingerprint import fingerprint
-model = torchvision.models.squeezenet1_1()
+from sol_frontend_torch.zoo import import_torchvision
+model = import_torchvision().models.squeezenet1_1()
 print(fingerprint(model, (torch.randn(1, 3, 64, 64),), None))
 """
 

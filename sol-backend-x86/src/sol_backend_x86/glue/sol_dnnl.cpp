@@ -93,45 +93,91 @@ struct Call {
   memory::desc user_weights;    // the framework's weights as they lie in memory
   memory::desc packed_weights;  // the format the creation primitive chose (static weights)
   std::string impl;
-  std::mutex lock;  // guards the per-batch cache
+  mutable std::mutex lock;  // guards the per-batch cache (by_batch, batch_format)
   std::map<int64_t, std::pair<dnnl::primitive, sol_dnnl_desc>> by_batch;
 
-  // The primitive for one descriptor; weights: `any` at creation, the packed format afterwards.
-  dnnl::primitive make(const sol_dnnl_desc& d, bool creation) {
+  // oneDNN picks the weights format per shape: the best kernel at batch 1 and at batch 16 may want
+  // different ones, and forcing the packed (creation-time) format on another batch size can leave
+  // only the reference implementation, ~1000x slower. Such batch sizes get their own copy of the
+  // weights in their format, reordered from the packed weights and refreshed when those are re-packed.
+  std::map<int64_t, memory::desc> batch_format;  // batch -> its weights format, where != packed_weights
+  std::mutex copy_lock;                          // guards packs and copies
+  std::map<const void*, uint64_t> packs;         // packed-weights buffer -> how often it was (re)packed
+  struct Copy {
+    uint64_t generation = 0;
+    std::vector<char> data;
+  };
+  std::map<std::pair<int64_t, const void*>, Copy> copies;
+
+  // The weights format the primitive for `batch` reads.
+  memory::desc weights_format(int64_t batch) const {
+    std::lock_guard<std::mutex> guard(lock);
+    auto found = batch_format.find(batch);
+    return found != batch_format.end() ? found->second : packed_weights;
+  }
+
+  // The weights pointer to pass for `batch`: the packed buffer, or this batch size's reordered copy of it.
+  const void* weights_for(int64_t batch, const void* packed) {
+    if (!static_weights) return packed;
+    at(batch);  // creating this batch size's primitive is what finds out its weights format
+    const memory::desc format = weights_format(batch);
+    if (format == packed_weights) return packed;
+    std::lock_guard<std::mutex> guard(copy_lock);
+    Copy& copy = copies[{batch, packed}];
+    const uint64_t generation = packs[packed];
+    if (copy.data.empty() || copy.generation != generation) {
+      copy.data.resize(format.get_size());
+      auto& engine = cpu_engine();
+      memory from(packed_weights, engine, const_cast<void*>(packed));
+      memory to(format, engine, copy.data.data());
+      dnnl::stream stream(engine);
+      dnnl::reorder(from, to).execute(stream, from, to);
+      stream.wait();
+      copy.generation = generation;
+    }
+    return copy.data.data();
+  }
+
+  // The primitive for one descriptor; static weights are always `any`, so oneDNN can pick its best kernel.
+  dnnl::primitive make(const sol_dnnl_desc& d, bool creation, int64_t batch) {
     auto& engine = cpu_engine();
     const dnnl::primitive_attr attr = attributes(d);
     memory::desc src = dense(d.src), dst = dense(d.dst);
-    memory::desc weights = !static_weights ? dense(d.weights) : (creation ? any_like(d.weights) : packed_weights);
+    memory::desc weights = static_weights ? any_like(d.weights) : dense(d.weights);
     memory::desc bias = d.has_bias ? dense(d.bias) : memory::desc();
     const int r = d.src.ndims - 2;
     if (d.op == SOL_DNNL_MATMUL) {
       dnnl::matmul::primitive_desc pd(engine, src, weights, bias, dst, attr);
-      if (creation) remember(pd.weights_desc(), pd.impl_info_str());
+      remember(pd.weights_desc(), pd.impl_info_str(), creation, batch);
       return dnnl::matmul(pd);
     }
     if (d.op == SOL_DNNL_INNER_PRODUCT) {
       dnnl::inner_product_forward::primitive_desc pd(engine, dnnl::prop_kind::forward_inference, src, weights, bias,
                                                      dst, attr);
-      if (creation) remember(pd.weights_desc(), pd.impl_info_str());
+      remember(pd.weights_desc(), pd.impl_info_str(), creation, batch);
       return dnnl::inner_product_forward(pd);
     }
     if (d.op == SOL_DNNL_DECONV) {
       dnnl::deconvolution_forward::primitive_desc pd(
           engine, dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, src, weights, bias, dst,
           spatial(d.stride, r), spatial(d.dilation, r), spatial(d.pad_l, r), spatial(d.pad_r, r), attr);
-      if (creation) remember(pd.weights_desc(), pd.impl_info_str());
+      remember(pd.weights_desc(), pd.impl_info_str(), creation, batch);
       return dnnl::deconvolution_forward(pd);
     }
     dnnl::convolution_forward::primitive_desc pd(
         engine, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, weights, bias, dst,
         spatial(d.stride, r), spatial(d.dilation, r), spatial(d.pad_l, r), spatial(d.pad_r, r), attr);
-    if (creation) remember(pd.weights_desc(), pd.impl_info_str());
+    remember(pd.weights_desc(), pd.impl_info_str(), creation, batch);
     return dnnl::convolution_forward(pd);
   }
 
-  void remember(const memory::desc& weights, const char* name) {
-    packed_weights = weights;
-    impl = name;
+  void remember(const memory::desc& weights, const char* name, bool creation, int64_t batch) {
+    if (creation) {
+      packed_weights = weights;
+      impl = name;
+    } else if (static_weights && weights != packed_weights) {
+      batch_format[batch] = weights;
+    }
   }
 
   std::pair<dnnl::primitive, sol_dnnl_desc>& at(int64_t batch) {
@@ -141,7 +187,7 @@ struct Call {
     sol_dnnl_desc d;
     std::memset(&d, 0, sizeof d);
     fill(batch, &d);
-    auto made = make(d, false);
+    auto made = make(d, false, batch);
     return by_batch.emplace(batch, std::make_pair(made, d)).first->second;
   }
 
@@ -170,7 +216,7 @@ struct Call {
       fresh.pointers.emplace_back(arg, nullptr);
     };
     add(DNNL_ARG_SRC, dense(d.src));
-    add(DNNL_ARG_WEIGHTS, static_weights ? packed_weights : dense(d.weights));
+    add(DNNL_ARG_WEIGHTS, static_weights ? weights_format(batch) : dense(d.weights));
     if (d.has_bias) add(DNNL_ARG_BIAS, dense(d.bias));
     add(DNNL_ARG_DST, dense(d.dst));
     for (int i = 0; i < d.npost; ++i) {
@@ -223,7 +269,7 @@ void* sol_dnnl_create(sol_dnnl_fill fill, int64_t batch) {
     call->op = d.op;
     call->static_weights = d.static_weights != 0;
     call->user_weights = dense(d.weights);
-    auto made = call->make(d, true);
+    auto made = call->make(d, true, batch);
     call->by_batch.emplace(batch, std::make_pair(made, d));
     return call.release();
   } catch (const std::exception& e) {
@@ -245,6 +291,8 @@ int sol_dnnl_pack(void* handle, const void* weights, void* packed) {
     memory to(call->packed_weights, engine, packed);
     dnnl::reorder(from, to).execute(cpu_stream(), from, to);
     cpu_stream().wait();
+    std::lock_guard<std::mutex> guard(call->copy_lock);
+    ++call->packs[packed];  // per-batch copies of these weights are now stale
     return 0;
   } catch (const std::exception& e) {
     last_error = e.what();
@@ -257,6 +305,7 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
                      const void* const* post_src, void* dst) {
   auto* call = static_cast<Call*>(handle);
   try {
+    weights = call->weights_for(batch, weights);
     std::unique_lock<std::mutex> owner(call->run_lock, std::try_to_lock);
     if (owner.owns_lock()) {  // the usual case: one model runs this call at a time
       Call::Bound& b = call->bind(batch);
@@ -270,7 +319,7 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
     auto& engine = cpu_engine();
     std::unordered_map<int, memory> args;
     args.emplace(DNNL_ARG_SRC, memory(dense(d.src), engine, const_cast<void*>(src)));
-    args.emplace(DNNL_ARG_WEIGHTS, memory(call->static_weights ? call->packed_weights : dense(d.weights), engine,
+    args.emplace(DNNL_ARG_WEIGHTS, memory(call->static_weights ? call->weights_format(batch) : dense(d.weights), engine,
                                           const_cast<void*>(weights)));
     if (d.has_bias) args.emplace(DNNL_ARG_BIAS, memory(dense(d.bias), engine, const_cast<void*>(bias)));
     args.emplace(DNNL_ARG_DST, memory(dense(d.dst), engine, dst));
