@@ -6,7 +6,6 @@ import inspect
 from pathlib import Path
 
 import pytest
-
 import sol
 from sol import reference
 from sol.hookspecs import SolSpecs

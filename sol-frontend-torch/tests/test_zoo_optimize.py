@@ -17,9 +17,8 @@ from __future__ import annotations
 import copy
 
 import pytest
-import torch
-
 import sol.pytorch as sol
+import torch
 from sol_frontend_torch.zoo import MODELS, SLOW, build
 
 CASES = [pytest.param(name, marks=pytest.mark.slow) if name in SLOW else name for name in sorted(MODELS)]
