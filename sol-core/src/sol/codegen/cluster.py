@@ -66,7 +66,10 @@ def split_programs(graph: Graph) -> tuple[list[Layer], list[Layer], list[Tensor]
     prepare: list[Layer] = []
     main: list[Layer] = []
     for layer in graph.layers:
-        if layer.inputs and all(t.kind in ("param", "const") or id(t) in static for t in layer.inputs):
+        # Derived parameters have one fixed size, computed when prepare runs: a layer whose output
+        # grows with the batch (e.g. a class token expanded to N rows) must run in main, every call.
+        batch_free = all(t.is_static for t in layer.outputs)
+        if layer.inputs and batch_free and all(t.kind in ("param", "const") or id(t) in static for t in layer.inputs):
             prepare.append(layer)
             static.update(id(t) for t in layer.outputs)
         else:
