@@ -123,8 +123,14 @@ struct Call {
     const memory::desc format = weights_format(batch);
     if (format == packed_weights) return packed;
     std::lock_guard<std::mutex> guard(copy_lock);
-    Copy& copy = copies[{batch, packed}];
-    const uint64_t generation = packs[packed];
+    // find/emplace, not operator[]: that would instantiate std::piecewise_construct, a symbol a
+    // deployed static library must not export
+    const auto key = std::make_pair(batch, packed);
+    auto found = copies.find(key);
+    if (found == copies.end()) found = copies.emplace(key, Copy()).first;
+    Copy& copy = found->second;
+    const auto packed_count = packs.find(packed);
+    const uint64_t generation = packed_count == packs.end() ? 0 : packed_count->second;
     if (copy.data.empty() || copy.generation != generation) {
       copy.data.resize(format.get_size());
       auto& engine = cpu_engine();
@@ -176,7 +182,8 @@ struct Call {
       packed_weights = weights;
       impl = name;
     } else if (static_weights && weights != packed_weights) {
-      batch_format[batch] = weights;
+      batch_format.erase(batch);  // erase + emplace, not operator[] (see weights_for)
+      batch_format.emplace(batch, weights);
     }
   }
 
@@ -292,7 +299,10 @@ int sol_dnnl_pack(void* handle, const void* weights, void* packed) {
     dnnl::reorder(from, to).execute(cpu_stream(), from, to);
     cpu_stream().wait();
     std::lock_guard<std::mutex> guard(call->copy_lock);
-    ++call->packs[packed];  // per-batch copies of these weights are now stale
+    // per-batch copies of these weights are now stale (find/emplace: see weights_for)
+    auto count = call->packs.find(packed);
+    if (count == call->packs.end()) call->packs.emplace(packed, 1);
+    else ++count->second;
     return 0;
   } catch (const std::exception& e) {
     last_error = e.what();
