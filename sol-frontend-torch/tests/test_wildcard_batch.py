@@ -1,8 +1,7 @@
 """Wildcard batch: values derived from parameters but sized by the batch are computed per call."""
 
-import torch
-
 import sol.pytorch as sol
+import torch
 
 
 class ClassToken(torch.nn.Module):
