@@ -13,28 +13,10 @@ import shutil
 import pytest
 import sol
 from sol.errors import SolBuildError
-from sol.ir import Dim, Graph, Purpose
-from sol.testing.deployment import assert_deploys_correctly
+from sol.testing.deployment import assert_deploys_correctly, scratch_directory, tiny_graph, zoo_and_torch
 from sol_backend_arm64.deploy import CROSS_PACKAGE, QEMU_PACKAGE, Arm64DeployTarget, native
 
-
-def zoo_and_torch():
-    torch = pytest.importorskip("torch", reason="the zoo models need PyTorch (installed with sol-frontend-torch)")
-    return pytest.importorskip("sol_frontend_torch.zoo", reason="the zoo models come with sol-frontend-torch"), torch
-
-
-@pytest.fixture
-def scratch(tmp_path):
-    """A directory for one deployment, removed afterwards: the MLP's library alone is 570 MB (pytest keeps tmp_path)."""
-    yield tmp_path
-    shutil.rmtree(tmp_path, ignore_errors=True)
-
-
-def tiny_graph() -> Graph:
-    graph = Graph("tiny")
-    (y,) = graph.add_layer("relu", [graph.add_input("x", [Dim(1, Purpose.N), Dim(4, Purpose.C)])], name="relu")
-    graph.outputs = [y]
-    return graph
+scratch = pytest.fixture(scratch_directory, name="scratch")
 
 TARGET = Arm64DeployTarget()
 needs_toolchain = pytest.mark.skipif(

@@ -30,6 +30,30 @@ class DeployedRunError(SolError):
     """The deployed library could not be driven (no C compiler or emulator, or the program failed)."""
 
 
+
+def zoo_and_torch():
+    """(sol_frontend_torch.zoo, torch), or skip the test naming what to install."""
+    import pytest
+
+    torch = pytest.importorskip("torch", reason="the zoo models need PyTorch (installed with sol-frontend-torch)")
+    return pytest.importorskip("sol_frontend_torch.zoo", reason="the zoo models come with sol-frontend-torch"), torch
+
+
+def tiny_graph():
+    """A one-layer graph (relu on float32[1, 4]): the cheapest thing to deploy."""
+    from ..ir import Dim, Graph, Purpose
+
+    graph = Graph("tiny")
+    (y,) = graph.add_layer("relu", [graph.add_input("x", [Dim(1, Purpose.N), Dim(4, Purpose.C)])], name="relu")
+    graph.outputs = [y]
+    return graph
+
+
+def scratch_directory(tmp_path: Path):
+    """A directory for one deployment, removed afterwards: the MLP's library alone is 570 MB (pytest keeps tmp_path)."""
+    yield tmp_path
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
 def driver_source(result: DeployResult) -> str:
     """A C program: ``driver in0.bin ... out0.bin ... [repeat]`` reads the inputs, calls the network and writes
     the outputs; with ``repeat`` it also prints the median latency of that many further calls."""

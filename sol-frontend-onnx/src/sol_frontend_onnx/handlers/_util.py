@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 from sol.ir import Size, Tensor, as_size
-from sol.ir.ops._shapes import product
+from sol.ir.ops import product
 
 
 def norm_axis(axis: int, rank: int) -> int:

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from onnx import numpy_helper
 from sol.ir import Size, Tensor, as_size
-from sol.ir.ops._shapes import product
+from sol.ir.ops import product
 
 from ..dtypes import from_onnx
 from ..errors import NeedsStaticBatch

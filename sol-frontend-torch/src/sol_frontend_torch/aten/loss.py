@@ -12,7 +12,7 @@ from typing import Any
 
 from sol.errors import SolUnsupportedError
 from sol.ir import Tensor, TensorType
-from sol.ir.ops._shapes import broadcast
+from sol.ir.ops import broadcast
 
 from ._registry import Context, aten
 
