@@ -224,9 +224,9 @@ def test_wildcard_batch_graph_is_built_for_the_example_batch(registry, tmp_path)
 
 
 def test_sol_deploy_stays_callable_after_importing_the_module():
-    import sol.deploy as module
+    import sol.deployment as module
 
-    assert callable(sol.deploy) and callable(module)
+    assert callable(sol.deploy) and sol.deploy is not module
     assert module.DeployResult is not None
 
 

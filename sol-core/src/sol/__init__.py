@@ -47,10 +47,11 @@ def deploy(model, *inputs, target: str = "lib::shared", lib_name: str = "libsolp
     code, ``"ship"`` for oneDNN calls with libdnnl copied beside the
     library). ``dargs``: the original SOL's dict form (``lib_name``,
     ``func_name``, ``path``, ``device_type``, ``host_type``). Prints and
-    returns a `sol.deploy.DeployResult` (files, exported symbols, link flags,
+    returns a `sol.deployment.DeployResult` (files, exported symbols, link flags,
     run-time libraries).
     """
-    from .deploy import deploy as _deploy
+    # the implementation lives in sol.deployment: a submodule named sol.deploy would shadow this function
+    from .deployment import deploy as _deploy
 
     return _deploy(model, *inputs, target=target, lib_name=lib_name, func_name=func_name, path=path, device=device,
                    host_device=host_device, options=options, dargs=dargs)

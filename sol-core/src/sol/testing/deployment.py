@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..codegen.standalone_build import c_compiler
-from ..deploy import DeployResult, target_for
+from ..deployment import DeployResult, target_for
 from ..errors import SolError
 
 

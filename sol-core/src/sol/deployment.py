@@ -14,9 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 import shutil
-import sys
 import tempfile
-import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -293,14 +291,3 @@ def _debug() -> bool:
     import sol
 
     return bool(sol.config["compiler::debug"])
-
-
-class _CallableModule(types.ModuleType):
-    """Importing ``sol.deploy`` (this module) rebinds the package attribute ``sol.deploy`` from the public
-    function to the module; calling the module keeps ``sol.deploy(model, ...)`` working either way."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> DeployResult:
-        return deploy(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
