@@ -4,10 +4,20 @@ With ``x86::dnn`` on (the default) and oneDNN installed, Conv/ConvTranspose/
 Linear/MatMul run as oneDNN primitives (`OneDnnModule`) and the model links
 the glue object and libdnnl (rpath to its directory); otherwise the
 flavour is exactly the library-free CpuFlavour.
+
+Vector math: GCC vectorizes ``omp simd`` loops only over functions it has
+SIMD variants of, and <cmath>'s exp/tanh/erf/log... have none unless
+-ffast-math (which would also drop NaN/Inf semantics). On glibc the
+libmvec library has them (``_ZGVdN8v_expf``: eight floats per AVX2 call,
+with the scalar functions' special-value behaviour), so the prelude
+re-declares those functions with ``__attribute__((simd))`` and the model
+links libmvec: softmax, sigmoid/SiLU, GELU, tanh... run 8 lanes wide.
 """
 
 from __future__ import annotations
 
+import ctypes.util
+import functools
 import sys
 from pathlib import Path
 
@@ -33,11 +43,41 @@ def onednn_paths() -> tuple[Path, Path] | None:
     return library, include
 
 
-class X86Flavour(CpuFlavour):
-    """CpuFlavour("x86") plus the oneDNN DNN module when enabled and available."""
+#: <cmath> functions generated code calls that glibc's libmvec has SIMD variants of (float and double)
+VECTOR_MATH = ("exp", "expm1", "log", "log1p", "tanh", "erf", "pow", "sin", "cos", "tan", "asin", "acos", "atan",
+               "sinh", "cosh", "asinh", "acosh", "atanh")
 
-    def __init__(self, dnn: bool | None = None, cc: str | None = None, cflags: str | None = None) -> None:
+
+@functools.lru_cache(maxsize=1)
+def has_libmvec() -> bool:
+    """Whether glibc's vector math library is there to link (-lmvec)."""
+    return sys.platform.startswith("linux") and ctypes.util.find_library("mvec") is not None
+
+
+def vector_math_prelude() -> str:
+    """Re-declarations that give the math functions libmvec's SIMD variants (GCC on x86-64 glibc only)."""
+    lines = ["// libmvec SIMD variants of the math functions, so `omp simd` loops calling them vectorize",
+             "#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)",
+             'extern "C" {']
+    for name in VECTOR_MATH:
+        arity = "double, double" if name == "pow" else "double"
+        lines.append(f'__attribute__((__simd__("notinbranch"))) double {name}({arity}) noexcept;')
+        lines.append(f'__attribute__((__simd__("notinbranch"))) float {name}f({arity.replace("double", "float")}) '
+                     "noexcept;")
+    return "\n".join([*lines, "}", "#endif", ""])
+
+
+class X86Flavour(CpuFlavour):
+    """CpuFlavour("x86") plus the oneDNN DNN module when enabled and available.
+
+    ``vector_math``: link libmvec for SIMD math (default: when it is installed; deployed libraries turn it off
+    so they need nothing beyond libc/libm/libgomp).
+    """
+
+    def __init__(self, dnn: bool | None = None, cc: str | None = None, cflags: str | None = None,
+                 vector_math: bool | None = None) -> None:
         super().__init__("x86", cc, cflags)
+        self.vector_math = has_libmvec() if vector_math is None else vector_math
         wanted = bool(sol.config.get(DNN_KEY.name, True)) if dnn is None else dnn
         self._onednn = onednn_paths() if wanted else None
         if self._onednn is not None:
@@ -45,10 +85,14 @@ class X86Flavour(CpuFlavour):
 
     def prelude(self) -> str:
         text = super().prelude()
+        if self.vector_math:
+            text += vector_math_prelude()
         return text + '#include "sol_dnnl.h"\n' if self.dnn is not None else text
 
     def compile_command(self, source: Path, library: Path) -> list[str]:
         command = super().compile_command(source, library)
+        if self.vector_math:
+            command.append("-lmvec")
         if self._onednn is None:
             return command
         lib, include = self._onednn
@@ -58,7 +102,7 @@ class X86Flavour(CpuFlavour):
                 f"-Wl,-rpath,{lib_dir}"]
 
     def toolchain_id(self) -> str:
-        base = super().toolchain_id()
+        base = super().toolchain_id() + ("|libmvec" if self.vector_math else "")
         if self._onednn is None:
             return base
         return f"{base}|onednn {self.dnn.key() if self.dnn else ''}|glue {glue.source_hash()[:16]}"

@@ -1,4 +1,13 @@
-"""Scaled-dot-product attention: one query row at a time (scores row, softmax, weighted sum of v)."""
+"""Scaled-dot-product attention: one query row at a time (scores row, softmax, weighted sum of v).
+
+The scores of a row are a vector-matrix product with K. Computed as one dot
+product per key, every score ends in a horizontal SIMD reduction; so when K
+of one head fits in a small buffer, each parallel task takes a block of
+query rows, copies its head's K transposed once (``kt[c][s]``) and
+accumulates the scores row with FMAs along the keys (``sc[s] += q[c] *
+kt[c][s]``), which vectorizes without reductions. Larger heads fall back to
+the dot products.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +17,11 @@ from ...ir import Layer
 from .. import cexpr
 from ..nest import Block, Emit, Loop, Node, Stmt, index_vars
 from .base import KernelContext, ctype_of, kernel, optional_input
+
+#: query rows per parallel task of the transposed-K kernel (amortizes the copy of K)
+ROWS_PER_TASK = 32
+#: the largest transposed K (elements) a task keeps on its stack
+MAX_TRANSPOSED = 32768
 
 
 @kernel("attention")
@@ -40,17 +54,29 @@ def attention(layer: Layer, kc: KernelContext) -> list[Node]:
         m_index = cexpr.broadcast_index([*bvars, "l", "s"], (*batch, length, source), mshape)
         mval = kc.load(mask, m_index)
         masking.append(Stmt(f"if (!{mval}) sc[s] = -INFINITY;" if mask.dtype == "bool" else f"sc[s] += {mval};"))
-    row: list[Node] = [
-        Stmt(f"alignas(64) {w} sc[{source}];"),
-        Stmt(f"alignas(64) {w} acc_v[{ev}];"),
-        Stmt(f"const int64_t qo = {base(q.shape, 'l')}, ko = {base(k.shape, '0')}, vo = {base(v.shape, '0')};"),
-        Loop("s", str(source), [
+    transposed = isinstance(source, int) and isinstance(e, int) and source * e <= MAX_TRANSPOSED
+    if transposed:  # kt (filled per task below) holds this head's K as [c][s]
+        scores: list[Node] = [
+            Loop("s", str(source), [Stmt("sc[s] = 0;")], vector=True),
+            Loop("c", str(e), [
+                Stmt(f"const {w} qc = ({w}){kc.ptr(q)}[qo + c];"),
+                Loop("s", str(source), [Stmt(f"sc[s] += qc * kt[c * {source} + s];")], vector=True),
+            ]),
+            Loop("s", str(source), [Stmt(f"sc[s] = sc[s] * ({w}){scale!r};"), *masking], vector=not masking),
+        ]
+    else:
+        scores = [Loop("s", str(source), [
             Stmt(f"{t} acc = 0;"),
             Loop("c", str(e), [Stmt(f"acc += {kc.ptr(q)}[qo + c] * {kc.ptr(k)}[ko + s * {e} + c];")], vector=True,
                  reduction=("+", "acc")),
             Stmt(score),
             *masking,
-        ]),
+        ])]
+    row: list[Node] = [
+        Stmt(f"alignas(64) {w} sc[{source}];"),
+        Stmt(f"alignas(64) {w} acc_v[{ev}];"),
+        Stmt(f"const int64_t qo = {base(q.shape, 'l')}, ko = {base(k.shape, '0')}, vo = {base(v.shape, '0')};"),
+        *scores,
         Stmt(f"{w} mx = -INFINITY;"),
         Loop("s", str(source), [Stmt(f"mx = sol_max<{w}>(mx, sc[s]);")], vector=True, reduction=("max", "mx")),
         Stmt(f"{w} sum = 0;"),
@@ -64,7 +90,23 @@ def attention(layer: Layer, kc: KernelContext) -> list[Node]:
         ]),
         Loop("c", str(ev), [Emit(f"({t})acc_v[c]", (*bvars, "l", "c"))], vector=True),
     ]
-    inner: list[Node] = [Block(row)]
-    for var, extent in reversed(list(zip([*bvars, "l"], [*batch, length], strict=True))):
+    if not transposed:
+        inner: list[Node] = [Block(row)]
+        for var, extent in reversed(list(zip([*bvars, "l"], [*batch, length], strict=True))):
+            inner = [Loop(var, cexpr.size(extent), inner, parallel=True)]
+        return inner
+    # one task: a head (batch index) and a block of query rows, sharing one transposed copy of K
+    rows, first = cexpr.size(length), f"lb * {ROWS_PER_TASK}"
+    task: list[Node] = [Block([
+        Stmt(f"alignas(64) {w} kt[{source * e}];"),
+        Stmt(f"const int64_t kto = {base(k.shape, '0')};"),
+        Loop("s", str(source), [
+            Loop("c", str(e), [Stmt(f"kt[c * {source} + s] = ({w}){kc.ptr(k)}[kto + s * {e} + c];")]),
+        ]),
+        Loop("l", f"({first} + {ROWS_PER_TASK} < {rows} ? {first} + {ROWS_PER_TASK} : {rows})", [Block(row)],
+             start=first),
+    ])]
+    inner = [Loop("lb", f"(({rows}) + {ROWS_PER_TASK - 1}) / {ROWS_PER_TASK}", task, parallel=True)]
+    for var, extent in reversed(list(zip(bvars, batch, strict=True))):
         inner = [Loop(var, cexpr.size(extent), inner, parallel=True)]
     return inner
