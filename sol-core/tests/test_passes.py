@@ -12,6 +12,7 @@ from sol.passes import (
     fold_batch_norm,
     fold_constants,
     merge_relu_maxpool,
+    pool_before_pointwise_conv,
     remove_dead_layers,
     remove_identity,
     run_inference_passes,
@@ -161,6 +162,49 @@ def test_relu_feeding_two_consumers_is_not_moved() -> None:
     g.outputs = [p, r]
     merge_relu_maxpool(g)
     assert ops(g) == ["relu", "max_pool"]
+
+
+AVG = {"kernel": (2, 2), "stride": (2, 2), "padding": (0, 0), "dilation": (1, 1), "ceil_mode": False,
+       "count_include_pad": True, "divisor_override": None}
+POINTWISE = {"stride": (1, 1), "padding": ((0, 0), (0, 0)), "dilation": (1, 1), "groups": 1}
+
+
+def test_avg_pool_moves_before_a_pointwise_conv() -> None:
+    g = Graph()
+    x = image_input(g, channels=6, batch=BATCH)
+    (c,) = g.add_layer("conv", [x, g.add_param("w", rand(4, 6, 1, 1)), g.add_param("b", rand(4))], POINTWISE)
+    (p,) = g.add_layer("avg_pool", [c], AVG)
+    (r,) = g.add_layer("relu", [p])
+    g.outputs = [r]
+    before = copy.deepcopy(g)
+    pool_before_pointwise_conv(g)
+    assert ops(g) == ["avg_pool", "conv", "relu"]
+    assert g.layers[1].inputs[0].shape == (BATCH, 6, 4, 4)  # the conv now sees the pooled input
+    assert_same(before, g, [rand(3, 6, 8, 8)])
+
+
+def test_avg_pool_stays_after_convs_it_does_not_commute_with() -> None:
+    for conv_attrs, pool_attrs, kernel in [
+        (POINTWISE, {**AVG, "padding": (1, 1)}, (1, 1)),        # padded zeros would meet the bias
+        (POINTWISE, {**AVG, "divisor_override": 3}, (1, 1)),    # not an average
+        (POINTWISE, {**AVG, "ceil_mode": True}, (1, 1)),        # partial windows
+        ({**POINTWISE, "padding": ((1, 1), (1, 1))}, AVG, (3, 3)),  # not pointwise
+        ({**POINTWISE, "stride": (2, 2)}, AVG, (1, 1)),
+    ]:
+        g = Graph()
+        x = image_input(g, channels=6)
+        (c,) = g.add_layer("conv", [x, g.add_param("w", rand(4, 6, *kernel))], conv_attrs)
+        (p,) = g.add_layer("avg_pool", [c], pool_attrs)
+        g.outputs = [p]
+        pool_before_pointwise_conv(g)
+        assert ops(g) == ["conv", "avg_pool"], (conv_attrs, pool_attrs)
+    g = Graph()  # a second reader of the conv's result keeps the order
+    x = image_input(g, channels=6)
+    (c,) = g.add_layer("conv", [x, g.add_param("w", rand(4, 6, 1, 1))], POINTWISE)
+    (p,) = g.add_layer("avg_pool", [c], AVG)
+    g.outputs = [p, c]
+    pool_before_pointwise_conv(g)
+    assert ops(g) == ["conv", "avg_pool"]
 
 
 def test_pipeline_with_wildcard_batch() -> None:

@@ -7,6 +7,7 @@ from .bn_folding import fold_batch_norm
 from .constant_folding import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dead_layers import remove_dead_layers
+from .pool_before_pointwise_conv import pool_before_pointwise_conv
 from .relu_maxpool import merge_relu_maxpool
 from .remove_identity import remove_identity
 
@@ -18,6 +19,7 @@ INFERENCE_PASSES = (
     fold_constants,
     fold_batch_norm,
     merge_relu_maxpool,
+    pool_before_pointwise_conv,
     eliminate_common_subexpressions,
     remove_dead_layers,
 )
@@ -30,6 +32,6 @@ def run_inference_passes(graph: Graph) -> Graph:
 
 
 __all__ = [
-    "INFERENCE_PASSES", "eliminate_common_subexpressions", "fold_batch_norm", "fold_constants", "merge_relu_maxpool",
+    "INFERENCE_PASSES", "eliminate_common_subexpressions", "fold_batch_norm", "fold_constants", "merge_relu_maxpool", "pool_before_pointwise_conv",
     "remove_dead_layers", "remove_identity", "run_inference_passes",
 ]
