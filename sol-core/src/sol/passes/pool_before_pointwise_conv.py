@@ -18,6 +18,8 @@ from ._rewrite import is_graph_output
 
 
 def _pointwise(conv: Layer) -> bool:
+    if conv.op != "conv":  # the producer may be any layer (a pad, ...), whose inputs[1] need not exist
+        return False
     w = conv.inputs[1]
     spatial = w.shape[2:]
     return (
