@@ -172,6 +172,19 @@ def test_channels_last_flows_through_dfp_clusters_without_reorders() -> None:
     _check(g, compiled)
 
 
+def test_global_pools_of_channels_last_tensors() -> None:
+    """Squeeze-excitation style: global avg/max pool straight off a conv (NHWC), 20 channels (a partial block)."""
+    g = Graph("global_pools")
+    x = _image(g, "x", 3, 9)
+    a = _conv(g, x, "a", 3, 20)
+    (avg,) = g.add_layer("adaptive_avg_pool", [a], {"output_size": (1, 1)}, name="avg")
+    (mx,) = g.add_layer("adaptive_max_pool", [a], {"output_size": (1, 1)}, name="max")
+    g.outputs = [avg, mx]
+    compiled = _compile(g)
+    assert "cb * 16 + c" in compiled.source_path.read_text()  # the per-cache-line channel blocks
+    _check(g, compiled)
+
+
 def test_prepare_reruns_after_weights_change() -> None:
     g = Graph("reprepare")
     x = _image(g, "x", 4, 5)
