@@ -2,7 +2,7 @@
 
 Times come from the counters a model built with ``compiler::profile`` (or
 ``compiler::debug``) keeps in its generated code (`CompiledModel.profile`):
-CPU time of the calling thread, summed over calls. A profile is the
+wall time (CLOCK_MONOTONIC), summed over calls. A profile is the
 difference of the counters around the profiled calls, divided by the number
 of calls.
 """
