@@ -507,16 +507,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     'test_sequence_map_identity_1_sequence_1_tensor_expanded_cpu': 'sequence inputs, out of scope',
     'test_sequence_map_identity_2_sequences_cpu': 'sequence inputs, out of scope',
     'test_sequence_map_identity_2_sequences_expanded_cpu': 'sequence inputs, out of scope',
-    # CumProd: operator not yet supported (9)
-    'test_cumprod_1d_cpu': 'CumProd: operator not yet supported',
-    'test_cumprod_1d_exclusive_cpu': 'CumProd: operator not yet supported',
-    'test_cumprod_1d_int32_exclusive_cpu': 'CumProd: operator not yet supported',
-    'test_cumprod_1d_reverse_cpu': 'CumProd: operator not yet supported',
-    'test_cumprod_1d_reverse_exclusive_cpu': 'CumProd: operator not yet supported',
-    'test_cumprod_2d_axis_0_cpu': 'CumProd: operator not yet supported',
-    'test_cumprod_2d_axis_1_cpu': 'CumProd: operator not yet supported',
-    'test_cumprod_2d_int32_cpu': 'CumProd: operator not yet supported',
-    'test_cumprod_2d_negative_axis_cpu': 'CumProd: operator not yet supported',
     # ImageDecoder: operator not yet supported (9)
     'test_image_decoder_decode_bmp_rgb_cpu': 'ImageDecoder: operator not yet supported',
     'test_image_decoder_decode_jpeg2k_rgb_cpu': 'ImageDecoder: operator not yet supported',
@@ -561,22 +551,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     'test_quantizelinear_blocked_asymmetric_cpu': 'QuantizeLinear: quantized ops, not yet supported',
     'test_quantizelinear_blocked_symmetric_cpu': 'QuantizeLinear: quantized ops, not yet supported',
     'test_quantizelinear_cpu': 'QuantizeLinear: quantized ops, not yet supported',
-    # ScatterElements: operator not yet supported (7)
-    'test_scatter_elements_with_axis_cpu': 'ScatterElements: operator not yet supported',
-    'test_scatter_elements_with_duplicate_indices_cpu': 'ScatterElements: operator not yet supported',
-    'test_scatter_elements_with_negative_indices_cpu': 'ScatterElements: operator not yet supported',
-    'test_scatter_elements_with_reduction_max_cpu': 'ScatterElements: operator not yet supported',
-    'test_scatter_elements_with_reduction_min_cpu': 'ScatterElements: operator not yet supported',
-    'test_scatter_elements_with_reduction_mul_cpu': 'ScatterElements: operator not yet supported',
-    'test_scatter_elements_without_axis_cpu': 'ScatterElements: operator not yet supported',
-    # ScatterND: operator not yet supported (7)
-    'test_scatternd_add_cpu': 'ScatterND: operator not yet supported',
-    'test_scatternd_cpu': 'ScatterND: operator not yet supported',
-    'test_scatternd_max_cpu': 'ScatterND: operator not yet supported',
-    'test_scatternd_max_with_element_indices_cpu': 'ScatterND: operator not yet supported',
-    'test_scatternd_min_cpu': 'ScatterND: operator not yet supported',
-    'test_scatternd_min_with_element_indices_cpu': 'ScatterND: operator not yet supported',
-    'test_scatternd_multiply_cpu': 'ScatterND: operator not yet supported',
     # TfIdfVectorizer: string processing, out of scope (7)
     'test_tfidfvectorizer_tf_batch_onlybigrams_skip0_cpu': 'TfIdfVectorizer: string processing, out of scope',
     'test_tfidfvectorizer_tf_batch_onlybigrams_skip5_cpu': 'TfIdfVectorizer: string processing, out of scope',
@@ -585,34 +559,11 @@ EXPECTED_FAILURES: dict[str, str] = {
     'test_tfidfvectorizer_tf_onlybigrams_levelempty_cpu': 'TfIdfVectorizer: string processing, out of scope',
     'test_tfidfvectorizer_tf_onlybigrams_skip5_cpu': 'TfIdfVectorizer: string processing, out of scope',
     'test_tfidfvectorizer_tf_uniandbigrams_skip5_cpu': 'TfIdfVectorizer: string processing, out of scope',
-    # AveragePool: dilated average pooling (6)
-    'test_averagepool_2d_dilations_cpu': 'AveragePool: dilated average pooling',
-    'test_averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_False_cpu': 'AveragePool: dilated average pooling',
-    'test_averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_True_cpu': 'AveragePool: dilated average pooling',
-    'test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_False_cpu': 'AveragePool: dilated average pooling',
-    'test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True_cpu': 'AveragePool: dilated average pooling',
-    'test_averagepool_3d_dilations_small_cpu': 'AveragePool: dilated average pooling',
-    # CenterCropPad: operator not yet supported (6)
-    'test_center_crop_pad_crop_and_pad_cpu': 'CenterCropPad: operator not yet supported',
-    'test_center_crop_pad_crop_axes_chw_cpu': 'CenterCropPad: operator not yet supported',
-    'test_center_crop_pad_crop_axes_hwc_cpu': 'CenterCropPad: operator not yet supported',
-    'test_center_crop_pad_crop_cpu': 'CenterCropPad: operator not yet supported',
-    'test_center_crop_pad_crop_negative_axes_hwc_cpu': 'CenterCropPad: operator not yet supported',
-    'test_center_crop_pad_pad_cpu': 'CenterCropPad: operator not yet supported',
-    # Dropout: training_mode=True (SOL runs inference) (6)
-    'test_training_dropout_cpu': 'Dropout: training_mode=True (SOL runs inference)',
-    'test_training_dropout_default_cpu': 'Dropout: training_mode=True (SOL runs inference)',
-    'test_training_dropout_default_mask_cpu': 'Dropout: training_mode=True (SOL runs inference)',
-    'test_training_dropout_mask_cpu': 'Dropout: training_mode=True (SOL runs inference)',
-    'test_training_dropout_zero_ratio_cpu': 'Dropout: training_mode=True (SOL runs inference)',
-    'test_training_dropout_zero_ratio_mask_cpu': 'Dropout: training_mode=True (SOL runs inference)',
-    # Einsum: operator not yet supported (6)
-    'test_einsum_batch_diagonal_cpu': 'Einsum: operator not yet supported',
-    'test_einsum_batch_matmul_cpu': 'Einsum: operator not yet supported',
-    'test_einsum_inner_prod_cpu': 'Einsum: operator not yet supported',
-    'test_einsum_scalar_cpu': 'Einsum: operator not yet supported',
-    'test_einsum_sum_cpu': 'Einsum: operator not yet supported',
-    'test_einsum_transpose_cpu': 'Einsum: operator not yet supported',
+    # Dropout: training_mode=True with a nonzero ratio: random masks (ONNX draws them from numpy, SOL from its own seeded stream) (4)
+    'test_training_dropout_cpu': 'Dropout: training_mode=True with a nonzero ratio: random masks (ONNX draws them from numpy, SOL from its own seeded stream)',
+    'test_training_dropout_default_cpu': 'Dropout: training_mode=True with a nonzero ratio: random masks (ONNX draws them from numpy, SOL from its own seeded stream)',
+    'test_training_dropout_default_mask_cpu': 'Dropout: training_mode=True with a nonzero ratio: random masks (ONNX draws them from numpy, SOL from its own seeded stream)',
+    'test_training_dropout_mask_cpu': 'Dropout: training_mode=True with a nonzero ratio: random masks (ONNX draws them from numpy, SOL from its own seeded stream)',
     # GRU: recurrent layers, not yet supported (6)
     'test_gru_batchwise_cpu': 'GRU: recurrent layers, not yet supported',
     'test_gru_bidirectional_cpu': 'GRU: recurrent layers, not yet supported',
@@ -634,13 +585,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     'test_simple_rnn_defaults_cpu': 'RNN: recurrent layers, not yet supported',
     'test_simple_rnn_reverse_cpu': 'RNN: recurrent layers, not yet supported',
     'test_simple_rnn_with_initial_bias_cpu': 'RNN: recurrent layers, not yet supported',
-    # TopK: output shape depends on data, not supported by static codegen (6)
-    'test_top_k_cpu': 'TopK: output shape depends on data, not supported by static codegen',
-    'test_top_k_negative_axis_cpu': 'TopK: output shape depends on data, not supported by static codegen',
-    'test_top_k_same_values_2d_cpu': 'TopK: output shape depends on data, not supported by static codegen',
-    'test_top_k_same_values_cpu': 'TopK: output shape depends on data, not supported by static codegen',
-    'test_top_k_same_values_largest_cpu': 'TopK: output shape depends on data, not supported by static codegen',
-    'test_top_k_smallest_cpu': 'TopK: output shape depends on data, not supported by static codegen',
     # Unique: output shape depends on data, not supported by static codegen (6)
     'test_unique_length_1_cpu': 'Unique: output shape depends on data, not supported by static codegen',
     'test_unique_not_sorted_without_axis_cpu': 'Unique: output shape depends on data, not supported by static codegen',
@@ -696,10 +640,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     'test_dynamicquantizelinear_cpu': 'DynamicQuantizeLinear: quantized ops, not yet supported',
     'test_dynamicquantizelinear_max_adjusted_cpu': 'DynamicQuantizeLinear: quantized ops, not yet supported',
     'test_dynamicquantizelinear_min_adjusted_cpu': 'DynamicQuantizeLinear: quantized ops, not yet supported',
-    # GatherND: operator not yet supported (3)
-    'test_gathernd_example_float32_cpu': 'GatherND: operator not yet supported',
-    'test_gathernd_example_int32_batch_dim1_cpu': 'GatherND: operator not yet supported',
-    'test_gathernd_example_int32_cpu': 'GatherND: operator not yet supported',
     # Loop: control flow with subgraphs, out of scope (3)
     'test_loop11_cpu': 'Loop: control flow with subgraphs, out of scope',
     'test_range_float_type_positive_delta_expanded_cpu': 'Loop: control flow with subgraphs, out of scope',
@@ -734,67 +674,34 @@ EXPECTED_FAILURES: dict[str, str] = {
     # Adam: operator of a non-default domain (training / ML), out of scope (2)
     'test_adam_cpu': 'Adam: operator of a non-default domain (training / ML), out of scope',
     'test_adam_multiple_cpu': 'Adam: operator of a non-default domain (training / ML), out of scope',
-    # BatchNormalization: training mode (SOL runs inference) (2)
-    'test_batchnorm_epsilon_training_mode_cpu': 'BatchNormalization: training mode (SOL runs inference)',
-    'test_batchnorm_example_training_mode_cpu': 'BatchNormalization: training mode (SOL runs inference)',
-    # BlackmanWindow: signal processing, not yet supported (2)
-    'test_blackmanwindow_cpu': 'BlackmanWindow: signal processing, not yet supported',
-    'test_blackmanwindow_symmetric_cpu': 'BlackmanWindow: signal processing, not yet supported',
     # ConvInteger: quantized ops, not yet supported (2)
     'test_convinteger_with_padding_cpu': 'ConvInteger: quantized ops, not yet supported',
     'test_convinteger_without_padding_cpu': 'ConvInteger: quantized ops, not yet supported',
     # Det: operator not yet supported (2)
     'test_det_2d_cpu': 'Det: operator not yet supported',
     'test_det_nd_cpu': 'Det: operator not yet supported',
-    # HammingWindow: signal processing, not yet supported (2)
-    'test_hammingwindow_cpu': 'HammingWindow: signal processing, not yet supported',
-    'test_hammingwindow_symmetric_cpu': 'HammingWindow: signal processing, not yet supported',
-    # HannWindow: signal processing, not yet supported (2)
-    'test_hannwindow_cpu': 'HannWindow: signal processing, not yet supported',
-    'test_hannwindow_symmetric_cpu': 'HannWindow: signal processing, not yet supported',
-    # MaxPool: the Indices output (2)
-    'test_maxpool_with_argmax_2d_precomputed_pads_cpu': 'MaxPool: the Indices output',
-    'test_maxpool_with_argmax_2d_precomputed_strides_cpu': 'MaxPool: the Indices output',
-    # MaxUnpool: operator not yet supported (2)
-    'test_maxunpool_export_with_output_shape_cpu': 'MaxUnpool: operator not yet supported',
-    'test_maxunpool_export_without_output_shape_cpu': 'MaxUnpool: operator not yet supported',
-    # ReverseSequence: operator not yet supported (2)
-    'test_reversesequence_batch_cpu': 'ReverseSequence: operator not yet supported',
-    'test_reversesequence_time_cpu': 'ReverseSequence: operator not yet supported',
     # STFT: signal processing, not yet supported (2)
     'test_stft_cpu': 'STFT: signal processing, not yet supported',
     'test_stft_with_window_cpu': 'STFT: signal processing, not yet supported',
-    # Scatter: operator not yet supported (2)
-    'test_scatter_with_axis_cpu': 'Scatter: operator not yet supported',
-    'test_scatter_without_axis_cpu': 'Scatter: operator not yet supported',
     # SwiGLU: operator not yet supported (2)
     'test_swiglu_alpha_cpu': 'SwiGLU: operator not yet supported',
     'test_swiglu_cpu': 'SwiGLU: operator not yet supported',
     # TreeEnsemble: operator of a non-default domain (training / ML), out of scope (2)
     'test_ai_onnx_ml_tree_ensemble_set_membership_cpu': 'TreeEnsemble: operator of a non-default domain (training / ML), out of scope',
     'test_ai_onnx_ml_tree_ensemble_single_tree_cpu': 'TreeEnsemble: operator of a non-default domain (training / ML), out of scope',
-    # result differs from the reference beyond tolerance (to investigate) (2)
-    'test_resize_tf_crop_and_resize_extrapolation_value_cpu': 'result differs from the reference beyond tolerance (to investigate)',
-    'test_spacetodepth_crd_mode_example_cpu': 'result differs from the reference beyond tolerance (to investigate)',
     # ArrayFeatureExtractor: operator of a non-default domain (training / ML), out of scope (1)
     'test_ai_onnx_ml_array_feature_extractor_cpu': 'ArrayFeatureExtractor: operator of a non-default domain (training / ML), out of scope',
     # Binarizer: operator of a non-default domain (training / ML), out of scope (1)
     'test_ai_onnx_ml_binarizer_cpu': 'Binarizer: operator of a non-default domain (training / ML), out of scope',
-    # LpPool: dilated LpPool (1)
-    'test_lppool_2d_dilations_cpu': 'LpPool: dilated LpPool',
     # MatMulInteger: quantized ops, not yet supported (1)
     'test_matmulinteger_cpu': 'MatMulInteger: quantized ops, not yet supported',
-    # MelWeightMatrix: signal processing, not yet supported (1)
-    'test_melweightmatrix_cpu': 'MelWeightMatrix: signal processing, not yet supported',
     # NonZero: output shape depends on data, not supported by static codegen (1)
     'test_nonzero_example_cpu': 'NonZero: output shape depends on data, not supported by static codegen',
     # OptionalGetElement: sequence/optional types, out of scope (1)
     'test_optional_get_element_tensor_cpu': 'OptionalGetElement: sequence/optional types, out of scope',
     # QLinearConv: quantized ops, not yet supported (1)
     'test_qlinearconv_cpu': 'QLinearConv: quantized ops, not yet supported',
-    # model tests (simple): string tensors and the training domain
-    'test_gradient_of_add_and_mul_cpu': 'Gradient: operator of the ai.onnx.preview.training domain, out of scope (SOL trains through its frontends)',
-    'test_gradient_of_add_cpu': 'Gradient: operator of the ai.onnx.preview.training domain, out of scope (SOL trains through its frontends)',
+    # model tests (simple): string tensors
     'test_strnorm_model_monday_casesensintive_lower_cpu': 'string tensors: out of scope (SOL computes on numbers)',
     'test_strnorm_model_monday_casesensintive_nochangecase_cpu': 'string tensors: out of scope (SOL computes on numbers)',
     'test_strnorm_model_monday_casesensintive_upper_cpu': 'string tensors: out of scope (SOL computes on numbers)',

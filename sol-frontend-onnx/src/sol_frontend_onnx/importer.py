@@ -36,7 +36,11 @@ from .dtypes import contiguous, sol_dtype
 from .errors import NeedsStaticBatch
 from .handlers import HANDLERS
 from .handlers.sequence import TensorSequence
+from .handlers.training import TRAINING_DOMAIN
 from .inputs import InputPlan
+
+#: operators of other domains than the default one that have handlers
+OTHER_DOMAIN_OPS = {(TRAINING_DOMAIN, "Gradient")}
 
 
 @dataclass
@@ -254,7 +258,7 @@ class Importer:
     def _translate(self, node: onnx.NodeProto) -> None:
         self.node = node
         self.attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        if node.domain not in ("", "ai.onnx"):
+        if node.domain not in ("", "ai.onnx") and (node.domain, node.op_type) not in OTHER_DOMAIN_OPS:
             raise self.unsupported(f"operators of domain {node.domain!r} are not supported (only the default domain)")
         handler = HANDLERS.get(node.op_type)
         if handler is None:

@@ -8,7 +8,21 @@ the model's opset (``ctx.opset``) -- and returns the node's output tensors
 
 from __future__ import annotations
 
-from . import attention, elementwise, indexing, losses, nn, normalization, reduce, resize, sequence, shape  # noqa: F401  (register handlers)
+from . import (  # noqa: F401  (register handlers)
+    attention,
+    constants,
+    einsum,
+    elementwise,
+    indexing,
+    losses,
+    nn,
+    normalization,
+    reduce,
+    resize,
+    sequence,
+    shape,
+    training,
+)
 from ._registry import HANDLERS, handler
 
 __all__ = ["HANDLERS", "handler"]

@@ -207,7 +207,11 @@ def dropout(ctx: Any) -> list[Tensor]:
     x = ctx.need(0)
     training = ctx.input(2)
     if training is not None and bool(np.asarray(ctx.static(training, "training_mode"))):
-        raise ctx.unsupported("training_mode=True (SOL runs inference)")
+        ratio = ctx.input(1)
+        if ratio is None or float(np.asarray(ctx.static(ratio, "ratio"))) != 0.0:
+            # a zero ratio drops nothing: the same as inference
+            raise ctx.unsupported("training_mode=True with a nonzero ratio: random masks (ONNX draws them from "
+                                  "numpy's generator, SOL's dropout_train from its own seeded stream)")
     outputs = [ctx.one("identity", [x])]
     if ctx.wants_output(1):
         if not x.is_static:

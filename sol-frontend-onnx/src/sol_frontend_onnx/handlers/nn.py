@@ -120,13 +120,16 @@ def _lowest(dtype: str) -> float | int:
 
 
 @handler("MaxPool")
-def max_pool(ctx: Any) -> Tensor:
-    if ctx.wants_output(1):
-        raise ctx.unsupported("the Indices output")
+def max_pool(ctx: Any) -> Tensor | list[Tensor]:
     x = ctx.need(0)
     kernel = [int(k) for k in ctx.attr("kernel_shape")]
     strides, dilations, padding = _window_attrs(ctx, x, kernel)
     ceil_mode = bool(ctx.attr("ceil_mode", 0))
+    if ctx.wants_output(1):
+        # the Indices output: flat positions in the unpadded input, so the op pads itself
+        attrs = {"kernel": tuple(kernel), "stride": tuple(strides), "padding": tuple(padding),
+                 "dilation": tuple(dilations), "ceil_mode": ceil_mode, "storage_order": int(ctx.attr("storage_order", 0))}
+        return ctx.layer("max_pool_indices", [x], attrs)
     symmetric = [b for b, _ in padding]
     if any(b != e for b, e in padding):
         # asymmetric padding: pad explicitly with the lowest value
@@ -143,20 +146,18 @@ def average_pool(ctx: Any) -> Tensor:
     x = ctx.need(0)
     kernel = [int(k) for k in ctx.attr("kernel_shape")]
     strides, dilations, padding = _window_attrs(ctx, x, kernel)
-    if any(d != 1 for d in dilations):
-        raise ctx.unsupported("dilated average pooling")
     ceil_mode = bool(ctx.attr("ceil_mode", 0))
     include = bool(ctx.attr("count_include_pad", 0))
     if all(b == e for b, e in padding):
         attrs = {"kernel": tuple(kernel), "stride": tuple(strides), "padding": tuple(b for b, _ in padding),
-                 "ceil_mode": ceil_mode, "count_include_pad": include}
+                 "dilation": tuple(dilations), "ceil_mode": ceil_mode, "count_include_pad": include}
         return ctx.one("avg_pool", [x], attrs)
     if ceil_mode:
         raise ctx.unsupported("asymmetric padding together with ceil_mode")
     # asymmetric: average over the explicitly zero-padded input, rescaled by the share of real pixels per window
     full = tuple([(0, 0), (0, 0)] + list(padding))
     attrs = {"kernel": tuple(kernel), "stride": tuple(strides), "padding": (0,) * len(kernel),
-             "ceil_mode": False, "count_include_pad": True}
+             "dilation": tuple(dilations), "ceil_mode": False, "count_include_pad": True}
     y = ctx.one("avg_pool", [ctx.one("pad", [x], {"pads": full, "mode": "constant", "value": 0.0})], attrs)
     if include:
         return y
@@ -183,8 +184,6 @@ def lp_pool(ctx: Any) -> Tensor:
     padded = ctx.one("pad", [powered], {"pads": full, "mode": "constant", "value": 0.0})
     attrs = {"kernel": tuple(kernel), "stride": tuple(strides), "padding": (0,) * len(kernel),
              "dilation": tuple(dilations), "ceil_mode": bool(ctx.attr("ceil_mode", 0)), "count_include_pad": True}
-    if any(d != 1 for d in dilations):
-        raise ctx.unsupported("dilated LpPool")
     mean = ctx.one("avg_pool", [padded], attrs)
     total = ctx.one("mul", [mean, scalar(ctx, float(np.prod(kernel)), mean)])
     return ctx.one("pow", [total, scalar(ctx, 1.0 / p, total)])

@@ -1,4 +1,4 @@
-"""Normalization ONNX ops (inference form)."""
+"""Normalization ONNX ops (inference form; BatchNormalization also in training mode)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,36 @@ from typing import Any
 import numpy as np
 from sol.ir import Tensor
 
+from ..errors import NeedsStaticBatch
 from ._registry import handler
 from ._util import norm_axis, reshape, scalar
 
 
 @handler("BatchNormalization")
-def batch_norm(ctx: Any) -> Tensor:
-    if ctx.attr("training_mode", 0) or any(ctx.wants_output(i) for i in range(1, ctx.num_outputs)):
-        raise ctx.unsupported("training mode (SOL runs inference)")
+def batch_norm(ctx: Any) -> Tensor | list[Tensor]:
     x, scale, bias, mean, var = (ctx.need(i) for i in range(5))
+    if ctx.attr("training_mode", 0):
+        return _batch_norm_training(ctx, x, scale, bias, mean, var)
+    if any(ctx.wants_output(i) for i in range(1, ctx.num_outputs)):
+        raise ctx.unsupported("the running statistics outputs of opset < 14 (training)")
     return ctx.one("batch_norm", [x, mean, var, scale, bias], {"eps": float(ctx.attr("epsilon", 1e-5))})
+
+
+def _batch_norm_training(ctx: Any, x: Tensor, scale: Tensor, bias: Tensor, mean: Tensor, var: Tensor) -> list[Tensor]:
+    """training_mode=1: normalise with the batch's statistics (batch_norm_train); the running statistics
+    outputs are ``running * momentum + batch * (1 - momentum)``, with the batch's biased variance."""
+    if not x.is_static:
+        raise NeedsStaticBatch("batch statistics over a wildcard batch")
+    momentum = float(ctx.attr("momentum", 0.9))
+    y, batch_mean, _, unbiased = ctx.layer("batch_norm_train", [x, scale, bias], {"eps": float(ctx.attr("epsilon", 1e-5))})
+    count = int(np.prod([int(s) for i, s in enumerate(x.shape) if i != 1]))
+    batch_var = ctx.one("mul", [unbiased, scalar(ctx, (count - 1) / count, x)])
+
+    def running(old: Tensor, batch: Tensor) -> Tensor:
+        return ctx.one("add", [ctx.one("mul", [old, scalar(ctx, momentum, x)]),
+                               ctx.one("mul", [batch, scalar(ctx, 1.0 - momentum, x)])])
+
+    return [y, running(mean, batch_mean), running(var, batch_var)]
 
 
 @handler("InstanceNormalization")

@@ -48,7 +48,11 @@ def _axis_map(attrs: dict[str, Any], size: int, out: int, scale: float | None, r
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
     (result,) = ReferenceEvaluator(model).run(None, feeds)
     result = np.asarray(result, dtype=np.float64)
-    return result[:, :size], result[:, size]
+    weights, bias = result[:, :size].copy(), result[:, size]
+    # a row outside tf_crop_and_resize's roi is the extrapolation value in every column (the zero column too,
+    # which is exact 0 in every other row): its weights are 0 and the value is the bias
+    weights[bias != 0] = 0.0
+    return weights, bias
 
 
 def _apply(ctx: Any, x: Tensor, axis: int, weights: np.ndarray, bias: np.ndarray) -> Tensor:

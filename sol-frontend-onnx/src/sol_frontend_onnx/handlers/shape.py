@@ -264,7 +264,9 @@ def space_to_depth(ctx: Any) -> Tensor:
     b = int(ctx.attr("blocksize"))
     n, c, h, w = x.shape
     y = reshape(ctx, x, (n, c, as_size(h / b), b, as_size(w / b), b))
-    y = ctx.one("permute", [y], {"perm": (0, 3, 5, 1, 2, 4)})
+    # DCR (the default): the block offset is the outer part of the new channel; CRD (opset 28): the inner part
+    perm = (0, 3, 5, 1, 2, 4) if ctx.sattr("mode", "DCR") == "DCR" else (0, 1, 3, 5, 2, 4)
+    y = ctx.one("permute", [y], {"perm": perm})
     return reshape(ctx, y, (n, c * b * b, as_size(h / b), as_size(w / b)))
 
 
@@ -280,3 +282,48 @@ def trilu(ctx: Any) -> Tensor:
     mask = np.triu(ones, offset) if ctx.attr("upper", 1) else np.tril(ones, offset)
     zero = ctx.const(np.zeros((), dtype=x.dtype))
     return ctx.one("where", [ctx.const(mask), x, zero])
+
+
+@handler("CenterCropPad")
+def center_crop_pad(ctx: Any) -> Tensor:
+    """Per axis: crop the centre (the odd pixel off the end) or pad around it (the odd pixel at the end)."""
+    x = ctx.need(0)
+    target = ctx.ints(ctx.need(1), "shape")
+    axes_attr = ctx.attr("axes")
+    axes = [norm_axis(int(a), x.rank) for a in axes_attr] if axes_attr is not None else list(range(x.rank))
+    y = x
+    pads = [(0, 0)] * x.rank
+    for axis, size in zip(axes, target, strict=True):
+        dim = x.shape[axis]
+        if not isinstance(dim, int):
+            raise NeedsStaticBatch("cropping or padding the batch dim")
+        if size < dim:
+            start = (dim - size) // 2
+            y = slice_axis(ctx, y, axis, start, start + size, 1)
+        elif size > dim:
+            begin = (size - dim) // 2
+            pads[axis] = (begin, size - dim - begin)
+    if any(p != (0, 0) for p in pads):
+        y = ctx.one("pad", [y], {"pads": tuple(pads), "mode": "constant", "value": 0 if not x.dtype.startswith("float") else 0.0})
+    return y if y is not x else ctx.one("identity", [x])
+
+
+@handler("ReverseSequence")
+def reverse_sequence(ctx: Any) -> Tensor:
+    """The first sequence_lens[b] steps of every batch element reversed: one gather_elements along time."""
+    x = ctx.need(0)
+    lengths = ctx.ints(ctx.need(1), "sequence_lens")
+    batch_axis, time_axis = int(ctx.attr("batch_axis", 1)), int(ctx.attr("time_axis", 0))
+    if not x.is_static:
+        raise NeedsStaticBatch("reversing sequences of a wildcard batch")
+    shape = [int(s) for s in x.shape]
+    steps = np.arange(shape[time_axis])
+    index = np.empty((shape[batch_axis], shape[time_axis]), dtype=np.int64)
+    for b, n in enumerate(lengths):
+        index[b] = np.where(steps < n, n - 1 - steps, steps)
+    if batch_axis > time_axis:
+        index = index.T
+    view = [1] * x.rank
+    view[batch_axis], view[time_axis] = shape[batch_axis], shape[time_axis]
+    full = np.broadcast_to(index.reshape(view), shape)
+    return ctx.one("gather_elements", [x, ctx.const(np.ascontiguousarray(full))], {"axis": time_axis})

@@ -18,6 +18,7 @@ from . import (  # noqa: F401  (register kernels)
     pool,
     pool_grad,
     reduce,
+    scatter,
 )
 from .base import EXPRESSIONS, KERNELS, KernelContext
 from .elementwise import elementwise_kernel, elementwise_operands

@@ -41,14 +41,14 @@ def pool(layer: Layer, kc: KernelContext) -> list[Node]:
     elif layer.attrs.get("divisor_override"):
         value = f"({t})(acc / {float(layer.attrs['divisor_override'])!r})"
     else:
-        body += _divisor(layer, kernel_sizes, stride, pads, ins, ovars[lead:])
+        body += _divisor(layer, kernel_sizes, stride, pads, ins, ovars[lead:], dilation)
         value = f"({t})(acc / (double)cnt)"
     body.append(Emit(value, tuple(ovars)))
     return nest_in_order(ovars, [cexpr.size(s) for s in out.shape], body, kc.layout(out), vector_last=False)
 
 
 def _divisor(layer: Layer, kernel_sizes: list[int], stride: list[int], pads: list[int], ins: list[str],
-             positions: list[str]) -> list[Node]:
+             positions: list[str], dilation: list[int] | None = None) -> list[Node]:
     """``cnt``: PyTorch's avg_pool divisor at one output position.
 
     Window taps inside the input (or inside input+padding with count_include_pad); the extra right
@@ -59,9 +59,20 @@ def _divisor(layer: Layer, kernel_sizes: list[int], stride: list[int], pads: lis
     for d, o in enumerate(positions):
         lo, hi = (f"-{pads[d]}", f"{ins[d]} + {pads[d]}") if include else ("0", ins[d])
         start = f"{o} * {stride[d]} - {pads[d]}"
+        if dilation and dilation[d] != 1:
+            body.append(Stmt(f"cnt *= {dilated_taps(start, kernel_sizes[d], dilation[d], lo, hi)};"))
+            continue
         body.append(Stmt(f"cnt *= sol_max<int64_t>(0, sol_min<int64_t>({start} + {kernel_sizes[d]}, {hi}) "
                          f"- sol_max<int64_t>({start}, {lo}));"))
     return body
+
+
+def dilated_taps(start: str, kernel: int, dilation: int, lo: str, hi: str) -> str:
+    """How many taps ``start + k * dilation`` (k < kernel) lie in [lo, hi): a C expression."""
+    def first_at_or_after(bound: str) -> str:  # the first k with start + k * dilation >= bound
+        return f"(({bound}) > ({start}) ? (({bound}) - ({start}) + {dilation - 1}) / {dilation} : 0)"
+    return (f"sol_max<int64_t>(0, sol_min<int64_t>({kernel}, {first_at_or_after(hi)}) "
+            f"- sol_min<int64_t>({kernel}, {first_at_or_after(lo)}))")
 
 
 def _pool_channels_last(layer: Layer, kc: KernelContext) -> list[Node]:
@@ -93,7 +104,7 @@ def _pool_channels_last(layer: Layer, kc: KernelContext) -> list[Node]:
     elif layer.attrs.get("divisor_override"):
         value = f"({t})(acc[c] / {float(layer.attrs['divisor_override'])!r})"
     else:
-        body += _divisor(layer, kernel_sizes, stride, pads, ins, positions)
+        body += _divisor(layer, kernel_sizes, stride, pads, ins, positions, dilation)
         value = f"({t})(acc[c] / (double)cnt)"
     body.append(Loop("c", str(channels), [Emit(value, ("n", "c", *positions))], vector=True))
     return nest(["n", *positions], [cexpr.size(out.shape[0]), *(cexpr.size(s) for s in out.shape[2:])], [Block(body)],
@@ -110,6 +121,8 @@ def adaptive_pool(layer: Layer, kc: KernelContext) -> list[Node]:
     ovars = index_vars("i", out.rank)
     is_max = layer.op == "adaptive_max_pool"
     acc_t = t if is_max else "double"
+    if lead == 2 and all(s == 1 for s in out.shape[lead:]) and kc.layout(x) == (0, *range(2, x.rank), 1):
+        return _global_pool_channels_last(layer, kc)
     xv = kc.load(x, ovars[:lead] + [f"h{d}" for d in range(r)])
     inner: list[Node] = [Stmt(f"acc = sol_max<{t}>(acc, {xv});" if is_max else f"acc += {xv};")]
     bounds: list[Node] = []
@@ -123,3 +136,42 @@ def adaptive_pool(layer: Layer, kc: KernelContext) -> list[Node]:
     body: list[Node] = [*bounds, Stmt(f"{acc_t} acc = {_lowest(out.dtype, t) if is_max else '0'};"), *inner,
                         Emit(value, tuple(ovars))]
     return nest(ovars, [cexpr.size(s) for s in out.shape], body, vector_last=False)
+
+
+#: channels per task of the channels-last global pool: one 64-byte cache line of floats
+GLOBAL_POOL_CHANNELS = 16
+
+
+def _global_pool_channels_last(layer: Layer, kc: KernelContext) -> list[Node]:
+    """Global pooling of an NHWC tensor (squeeze-excitation, classifier heads).
+
+    The generic nest reduces one channel at a time, striding by C through the
+    whole image: every cache line is fetched once per channel. Here a task
+    owns a cache line's worth of channels and walks the pixels once, with a
+    SIMD loop over its channels.
+    """
+    x, out = layer.inputs[0], layer.outputs[0]
+    t = ctype_of(out, layer)
+    is_max = layer.op == "adaptive_max_pool"
+    acc_t = t if is_max else "double"
+    r = x.rank - 2
+    channels, block = cexpr.size(x.shape[1]), GLOBAL_POOL_CHANNELS
+    width = f"({channels} - cb * {block} < {block} ? {channels} - cb * {block} : {block})"
+    c = f"cb * {block} + c"
+    spatial = [f"h{d}" for d in range(r)]
+    update = f"acc[c] = sol_max<{t}>(acc[c], {kc.load(x, ['i0', c, *spatial])});" if is_max else \
+        f"acc[c] += {kc.load(x, ['i0', c, *spatial])};"
+    walk: list[Node] = [Loop("c", width, [Stmt(update)], vector=True)]
+    for d in reversed(range(r)):
+        walk = [Loop(f"h{d}", cexpr.size(x.shape[2 + d]), walk)]
+    count = cexpr.mul(*(cexpr.size(s) for s in x.shape[2:]))
+    value = "acc[c]" if is_max else f"({t})(acc[c] / (double)({count}))"
+    task: list[Node] = [Block([
+        Stmt(f"{acc_t} acc[{block}];"),
+        Loop("c", str(block), [Stmt(f"acc[c] = {_lowest(out.dtype, t) if is_max else '0'};")], vector=True),
+        *walk,
+        Loop("c", width, [Emit(value, ("i0", c, *["0"] * r))]),
+    ])]
+    return [Loop("i0", cexpr.size(x.shape[0]), [
+        Loop("cb", f"({channels} + {block - 1}) / {block}", task, parallel=True),
+    ], parallel=True)]

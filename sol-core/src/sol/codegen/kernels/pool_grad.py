@@ -12,6 +12,7 @@ from ...ir import Layer
 from .. import cexpr
 from ..nest import Emit, Loop, Node, Stmt, index_vars, nest
 from .base import KernelContext, ctype_of, kernel, spatial_padding
+from .pool import dilated_taps
 
 
 def _plane(layer: Layer, kc: KernelContext, scatter: list[Node], outs: list[int], ins: list[int]) -> list[Node]:
@@ -93,9 +94,12 @@ def avg_pool_grad(layer: Layer, kc: KernelContext) -> list[Node]:
         include = bool(layer.attrs.get("count_include_pad", True))
         scatter.append(Stmt("double cnt = 1;"))
         for d in range(r):
-            k, s, _, p = _window(layer, d)
+            k, s, dil, p = _window(layer, d)
             lo, hi = (f"-{p}", f"{ins[d]} + {p}") if include else ("0", str(ins[d]))
             start = f"o{d} * {s} - {p}"
+            if dil != 1:
+                scatter.append(Stmt(f"cnt *= (double){dilated_taps(start, k, dil, lo, hi)};"))
+                continue
             scatter.append(Stmt(f"cnt *= (double)sol_max<int64_t>(0, sol_min<int64_t>({start} + {k}, {hi}) "
                                 f"- sol_max<int64_t>({start}, {lo}));"))
     scatter.append(Stmt(f"const double share = {kc.load(dy, lvars + [f'o{d}' for d in range(r)])} / cnt;"))

@@ -62,7 +62,7 @@ class MaxPool:
 
 @op("avg_pool")
 class AvgPool:
-    """Average pooling. attrs: kernel, stride, padding, ceil_mode, count_include_pad, divisor_override (None or int)."""
+    """Average pooling. attrs: kernel, stride, padding, dilation, ceil_mode, count_include_pad, divisor_override (None or int)."""
 
     infer = staticmethod(_pool_infer)
 
@@ -83,7 +83,7 @@ class AvgPool:
             mask[tuple(slice(0, s + 2 * p) for s, p in zip(sizes, attrs["padding"], strict=True))] = 1.0
         else:
             mask[tuple(slice(p, p + s) for s, p in zip(sizes, attrs["padding"], strict=True))] = 1.0
-        mwin = _windows(mask[None, None], attrs["kernel"], attrs["stride"], (1,) * spatial)
+        mwin = _windows(mask[None, None], attrs["kernel"], attrs["stride"], tuple(attrs.get("dilation", (1,) * spatial)))
         divisor = mwin.sum(axis=axes)[0, 0][tuple(slice(0, o) for o in total.shape[-spatial:])]
         return [(total / divisor).astype(x.dtype)]
 

@@ -1,0 +1,77 @@
+"""ONNX ops onto the registry's scatter / N-d gather / selection ops, and Gradient through SOL's autodiff."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+from sol_frontend_onnx import backend
+
+RNG = np.random.default_rng(5)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SOL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sol-cache"))
+        yield
+
+
+def _value(name: str, dtype: int, shape: list[int]) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def test_scatter_gather_topk_match_onnx_reference() -> None:
+    f, i64 = TensorProto.FLOAT, TensorProto.INT64
+    nodes = [
+        helper.make_node("ScatterElements", ["x", "idx", "upd"], ["s"], axis=1, reduction="add"),
+        helper.make_node("ScatterND", ["s", "rows", "row_upd"], ["t"]),
+        helper.make_node("GatherND", ["t", "pick"], ["g"]),
+        helper.make_node("TopK", ["t", "k"], ["values", "indices"], axis=1, largest=0),
+        helper.make_node("MaxPool", ["img"], ["pooled", "where"], kernel_shape=[2, 2], strides=[2, 1], pads=[1, 0, 0, 1]),
+    ]
+    graph = helper.make_graph(nodes, "ops", [
+        _value("x", f, [3, 6]), _value("idx", i64, [3, 2]), _value("upd", f, [3, 2]), _value("rows", i64, [2, 1]),
+        _value("row_upd", f, [2, 6]), _value("pick", i64, [4, 2]), _value("k", i64, [1]), _value("img", f, [1, 2, 5, 4]),
+    ], [_value("t", f, [3, 6]), _value("g", f, [4]), _value("values", f, [3, 4]), _value("pooled", f, [1, 2, 3, 4]),
+        _value("indices", i64, [3, 4]), _value("where", i64, [1, 2, 3, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    feeds = {
+        "x": RNG.standard_normal((3, 6)).astype(np.float32),
+        "idx": np.array([[0, 0], [5, -1], [2, 3]], dtype=np.int64),  # repeated indices add up
+        "upd": RNG.standard_normal((3, 2)).astype(np.float32),
+        "rows": np.array([[2], [-3]], dtype=np.int64),
+        "row_upd": RNG.standard_normal((2, 6)).astype(np.float32),
+        "pick": np.array([[0, 1], [2, 5], [1, -1], [0, 0]], dtype=np.int64),
+        "k": np.array([4], dtype=np.int64),
+        "img": np.round(RNG.standard_normal((1, 2, 5, 4)), 1).astype(np.float32),
+    }
+    expected = ReferenceEvaluator(model).run(None, feeds)
+    got = backend.prepare(model).run(feeds)
+    for e, g, name in zip(expected, got, ["t", "g", "values", "pooled", "indices", "where"], strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-6, err_msg=name)
+
+
+def test_gradient_of_a_non_scalar_output() -> None:
+    """Gradient(xs=[x, w], y) of y = relu(x @ w): dy is all ones (ONNX's rule)."""
+    f = TensorProto.FLOAT
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Relu", ["h"], ["y"]),
+        helper.make_node("Gradient", ["x", "w"], ["dx", "dw"], domain="ai.onnx.preview.training", xs=["x", "w"], y="y"),
+    ]
+    graph = helper.make_graph(nodes, "grad", [_value("x", f, [2, 3]), _value("w", f, [3, 4])],
+                              [_value("y", f, [2, 4]), _value("dx", f, [2, 3]), _value("dw", f, [3, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("ai.onnx.preview.training", 1)])
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    w = RNG.standard_normal((3, 4)).astype(np.float32)
+    y, dx, dw = backend.prepare(model).run([x, w])
+    mask = (x @ w > 0).astype(np.float32)
+    np.testing.assert_allclose(y, np.maximum(x @ w, 0), rtol=1e-5)
+    np.testing.assert_allclose(dx, mask @ w.T, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dw, x.T @ mask, rtol=1e-5, atol=1e-6)
