@@ -11,6 +11,7 @@ from sol.passes import (
     eliminate_common_subexpressions,
     fold_batch_norm,
     fold_constants,
+    fuse_channel_shuffle,
     merge_relu_maxpool,
     pool_before_pointwise_conv,
     remove_dead_layers,
@@ -205,6 +206,32 @@ def test_avg_pool_stays_after_convs_it_does_not_commute_with() -> None:
     g.outputs = [p, c]
     pool_before_pointwise_conv(g)
     assert ops(g) == ["conv", "avg_pool"]
+
+
+def _shuffle_graph(perm: tuple[int, ...], batch: object = BATCH) -> Graph:
+    g = Graph()
+    x = image_input(g, channels=6, batch=batch)
+    (r,) = g.add_layer("relu", [x])
+    (a,) = g.add_layer("reshape", [r], {"shape": (batch, 3, 2, 8, 8)})
+    (b,) = g.add_layer("permute", [a], {"perm": perm})
+    (c,) = g.add_layer("reshape", [b], {"shape": (batch, 6, 8, 8)})
+    g.outputs = [c]
+    return g
+
+
+def test_view_transpose_view_becomes_a_channel_shuffle() -> None:
+    g = _shuffle_graph((0, 2, 1, 3, 4))
+    before = copy.deepcopy(g)
+    fuse_channel_shuffle(g)
+    assert ops(g) == ["relu", "channel_shuffle"]
+    assert g.layers[1].attrs == {"groups": 3}
+    assert_same(before, g, [rand(2, 6, 8, 8)])
+
+
+def test_other_permutations_stay_as_they_are() -> None:
+    g = _shuffle_graph((0, 1, 2, 4, 3), batch=2)
+    fuse_channel_shuffle(g)
+    assert ops(g) == ["relu", "reshape", "permute", "reshape"]
 
 
 def test_pipeline_with_wildcard_batch() -> None:

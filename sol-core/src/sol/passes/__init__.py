@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..ir.graph import Graph
 from .bn_folding import fold_batch_norm
+from .channel_shuffle import fuse_channel_shuffle
 from .constant_folding import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dead_layers import remove_dead_layers
@@ -18,6 +19,7 @@ INFERENCE_PASSES = (
     remove_dead_layers,
     fold_constants,
     fold_batch_norm,
+    fuse_channel_shuffle,
     merge_relu_maxpool,
     pool_before_pointwise_conv,
     eliminate_common_subexpressions,
@@ -32,6 +34,6 @@ def run_inference_passes(graph: Graph) -> Graph:
 
 
 __all__ = [
-    "INFERENCE_PASSES", "eliminate_common_subexpressions", "fold_batch_norm", "fold_constants", "merge_relu_maxpool", "pool_before_pointwise_conv",
+    "INFERENCE_PASSES", "eliminate_common_subexpressions", "fold_batch_norm", "fold_constants", "fuse_channel_shuffle", "merge_relu_maxpool", "pool_before_pointwise_conv",
     "remove_dead_layers", "remove_identity", "run_inference_passes",
 ]
