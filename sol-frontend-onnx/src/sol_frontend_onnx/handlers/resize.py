@@ -77,7 +77,8 @@ def _apply(ctx: Any, x: Tensor, axis: int, weights: np.ndarray, bias: np.ndarray
 
 
 def resize(ctx: Any, x: Tensor, attrs: dict[str, Any], scales: Sequence[float] | None, sizes: Sequence[int] | None,
-           roi: Sequence[float] | None, axes: Sequence[int]) -> Tensor:
+           roi: Sequence[float] | None, axes: Sequence[int], outs: Sequence[int] | None = None) -> Tensor:
+    """``outs``: output sizes that go with ``scales`` when they are not floor(size * scale) (aspect-ratio policies)."""
     result = x
     for i, axis in enumerate(axes):
         size = x.shape[axis]
@@ -86,7 +87,10 @@ def resize(ctx: Any, x: Tensor, attrs: dict[str, Any], scales: Sequence[float] |
                 continue
             raise NeedsStaticBatch("resizing the batch dim")
         scale = float(scales[i]) if scales is not None else None
-        out = int(np.floor(size * scale)) if scale is not None else int(sizes[i])  # type: ignore[index]
+        if outs is not None:
+            out = int(outs[i])
+        else:
+            out = int(np.floor(size * scale)) if scale is not None else int(sizes[i])  # type: ignore[index]
         axis_roi = (float(roi[i]), float(roi[i + len(axes)])) if roi is not None else None
         weights, bias = _axis_map(attrs, size, out, scale, axis_roi)
         result = _apply(ctx, result, axis, weights, bias)
@@ -97,8 +101,6 @@ def resize(ctx: Any, x: Tensor, attrs: dict[str, Any], scales: Sequence[float] |
 def resize_(ctx: Any) -> Tensor:
     x = ctx.need(0)
     attrs = {k: ctx.attr(k) for k in _RESIZE_ATTRS if ctx.attr(k) is not None}
-    if ctx.sattr("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise ctx.unsupported("keep_aspect_ratio_policy other than stretch")
     if ctx.opset < 11:
         roi_t, scales_t, sizes_t = None, ctx.need(1), None
     else:
@@ -110,7 +112,32 @@ def resize_(ctx: Any) -> Tensor:
     roi = [float(r) for r in np.asarray(ctx.static(roi_t, "roi")).reshape(-1)] if roi_t is not None else []
     if ctx.sattr("coordinate_transformation_mode", "half_pixel") != "tf_crop_and_resize":
         roi = []
+    policy = ctx.sattr("keep_aspect_ratio_policy", "stretch")
+    if policy != "stretch" and sizes:
+        return _keep_aspect_ratio(ctx, x, attrs, policy, sizes, roi, axes)
     return resize(ctx, x, attrs, scales or None, sizes or None, roi or None, axes)
+
+
+def _keep_aspect_ratio(ctx: Any, x: Tensor, attrs: dict[str, Any], policy: str, sizes: Sequence[int],
+                       roi: Sequence[float], axes: Sequence[int]) -> Tensor:
+    """not_larger / not_smaller: one scale for every resized axis (the smallest / largest of sizes / input).
+
+    As ONNX's reference: the coordinate transform uses that scale, and each output size is
+    round-half-up(scale * input size).
+    """
+    if policy not in ("not_larger", "not_smaller"):
+        raise ctx.unsupported(f"keep_aspect_ratio_policy={policy!r} (ONNX knows stretch, not_larger, not_smaller)")
+    shape = [x.shape[a] for a in axes]
+    if not all(isinstance(d, int) for d in shape):
+        raise NeedsStaticBatch("keep_aspect_ratio_policy over the batch dim")
+    ratios = [int(n) / int(d) for n, d in zip(sizes, shape, strict=True)]
+    scale = min(ratios) if policy == "not_larger" else max(ratios)
+    outs = [int(scale * int(d) + 0.5) for d in shape]
+    if any(o != int(np.floor(scale * int(d))) for o, d in zip(outs, shape, strict=True)):
+        # the per-axis weights come from ONNX's reference run with this scale, which sizes its output by floor
+        raise ctx.unsupported(f"keep_aspect_ratio_policy={policy!r} where the rounded output size {outs} differs "
+                              "from floor(scale * size)")
+    return resize(ctx, x, attrs, [scale] * len(axes), None, roi or None, axes, outs)
 
 
 @handler("Upsample")
