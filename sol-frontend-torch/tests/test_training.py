@@ -167,6 +167,26 @@ def test_no_grad_in_training_mode_still_updates_statistics() -> None:
     assert_buffers_match(model, eager)
 
 
+def test_batch_norm_with_cumulative_average_momentum_none() -> None:
+    """momentum=None: running statistics are the average over all batches (factor 1 / num_batches_tracked)."""
+    model, eager, x = _pair()
+    for m in (*model.modules(), *eager.modules()):
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.momentum = None
+    sol_model = sol.optimize(model, x).train()
+    eager.train()
+    for step in range(3):
+        batch = x + step
+        loss = sol_model(batch).square().mean()
+        loss.backward()
+        eager(batch).square().mean().backward()
+        assert_buffers_match(model, eager)
+    assert model.features[1].momentum is None  # restored after the capture
+    assert int(model.features[1].num_batches_tracked) == 3
+    for (name, p), (_, q) in zip(model.named_parameters(), eager.named_parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-5, msg=lambda m, n=name: f"{n}: {m}")
+
+
 def test_dropout_is_reproducible_with_correct_statistics_and_gradients() -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.Dropout(0.3))

@@ -18,8 +18,8 @@ SLOW = ["mobilenet_v2", "densenet121"]
 
 
 #: mobilenet_v2's batch-2 BatchNorms over 2x2 pixels amplify float32 rounding: eager float32 itself is 1.7e-3 off the
-#: float64 gradients there, SOL 1.6e-4
-ATOL = {"mobilenet_v2": 3e-4}
+#: float64 gradients there; SOL, whose weight gradients are oneDNN's float32 backward-weights like eager's, 1.4e-3
+ATOL = {"mobilenet_v2": 2e-3}
 
 
 def _one_step(name: str) -> None:

@@ -60,6 +60,10 @@ class OneDnnModule(DnnModule):
             return False
         if layer.op == "conv":
             return 3 <= layer.inputs[0].rank <= 5 and len(layer.inputs) >= 2
+        if layer.op == "conv_grad_weight":  # training: oneDNN's convolution backward-weights
+            return 3 <= layer.inputs[0].rank <= 5 and _consistent_conv(layer)
+        if layer.op == "conv_transpose" and layer.attrs.get("conv_input_grad"):
+            return 3 <= layer.inputs[0].rank <= 5  # training: run as the conv's backward-data (any padding)
         if layer.op == "conv_transpose":
             r = layer.inputs[0].rank - 2
             opad = [int(p) for p in layer.attrs.get("output_padding", [0] * r)]
@@ -79,6 +83,8 @@ class OneDnnModule(DnnModule):
     def input_layout(self, layer: Layer, index: int) -> tuple[int, ...] | None:
         if layer.op in ("conv", "conv_transpose") and index == 0:
             return channels_last(layer.inputs[0].rank)
+        if layer.op == "conv_grad_weight" and index in (0, 1):  # x and dy
+            return channels_last(layer.inputs[index].rank)
         return None
 
     def output_layout(self, layer: Layer) -> tuple[int, ...] | None:
@@ -87,6 +93,8 @@ class OneDnnModule(DnnModule):
         return None
 
     def fuses(self, call: DnnCall, value: Tensor, layer: Layer) -> bool:
+        if call.anchor.op == "conv_grad_weight" or call.anchor.attrs.get("conv_input_grad"):
+            return False  # the backward primitives take no post-ops
         if len(call.post_ops) >= MAX_POST or not _float32([*layer.inputs, *layer.outputs]):
             return False
         if layer.outputs[0].shape != value.shape:
@@ -139,6 +147,8 @@ class OneDnnModule(DnnModule):
         anchor = call.anchor
         x, w, out = anchor.inputs[0], anchor.inputs[1], call.output
         has_bias = anchor.op != "matmul" and len(anchor.inputs) > 2
+        if anchor.op == "conv_grad_weight" or anchor.attrs.get("conv_input_grad"):
+            return _describe_backward(anchor, call.output, kc)
         lines = [f"d->op = {_OP[anchor.op]};", f"d->static_weights = {int(bool(self.static_inputs(anchor)))};",
                  f"d->has_bias = {int(has_bias)};"]
         if anchor.op in ("conv", "conv_transpose"):
@@ -195,6 +205,54 @@ class OneDnnModule(DnnModule):
 
 _OP = {"conv": "SOL_DNNL_CONV", "conv_transpose": "SOL_DNNL_DECONV", "linear": "SOL_DNNL_INNER_PRODUCT",
        "matmul": "SOL_DNNL_MATMUL"}
+
+
+def _consistent_conv(layer: Layer) -> bool:
+    """Whether conv_grad_weight's dy has exactly the sizes the conv of its x produces (what oneDNN requires)."""
+    from sol.codegen.kernels.base import spatial_padding  # lazy: the kernels load every op
+
+    x, dy = layer.inputs
+    sizes = [*x.shape[2:], *dy.shape[2:], *layer.outputs[0].shape]
+    if not all(isinstance(s, int) for s in sizes):
+        return False
+    r = x.rank - 2
+    a = layer.attrs
+    for i, (begin, end) in enumerate(spatial_padding(a["padding"], r)):
+        reach = int(a["dilation"][i]) * (int(a["kernel"][i]) - 1) + 1
+        if (int(x.shape[2 + i]) + begin + end - reach) // int(a["stride"][i]) + 1 != int(dy.shape[2 + i]):
+            return False
+    return True
+
+
+def _describe_backward(anchor: Layer, out: Tensor, kc: KernelContext) -> list[str]:
+    """conv_grad_weight (x, dy -> dw) and a conv's input gradient (conv_transpose dy, w -> dx) in the conv's terms."""
+    from sol.codegen.kernels.base import spatial_padding  # lazy: the kernels load every op
+
+    a, b = anchor.inputs[0], anchor.inputs[1]
+    r = a.rank - 2
+    groups = int(anchor.attrs.get("groups", 1))
+    stride = [int(s) for s in anchor.attrs["stride"]]
+    dilation = [int(d) for d in anchor.attrs["dilation"]]
+    if anchor.op == "conv_grad_weight":
+        x, dy, w_shape, op, static = a, b, out.shape, "SOL_DNNL_CONV_BWD_WEIGHTS", 0
+        left = [p for p, _ in spatial_padding(anchor.attrs["padding"], r)]
+        lines = _tensor("d->src", x.shape, kc.layout(x)) + _tensor("d->dst", dy.shape, kc.layout(dy))
+        right = [int(p) for _, p in spatial_padding(anchor.attrs["padding"], r)]
+    else:  # conv_transpose(dy, w) = the input gradient of conv(., w): dx is the conv's src
+        dy, dx, w_shape, op, static = a, out, b.shape, "SOL_DNNL_CONV_BWD_DATA", 1
+        left = [int(p) for p in anchor.attrs["padding"]]
+        lines = _tensor("d->src", dx.shape, kc.layout(dx)) + _tensor("d->dst", dy.shape, kc.layout(dy))
+        right = []
+        for i in range(r):  # the smallest end padding for which the conv maps dx's size onto dy's
+            covered = (int(dy.shape[2 + i]) - 1) * stride[i] + dilation[i] * (int(w_shape[2 + i]) - 1) + 1
+            right.append(max(0, covered - int(dx.shape[2 + i]) - left[i]))
+    lines = [f"d->op = {op};", f"d->static_weights = {static};", "d->has_bias = 0;", *lines]
+    lines += _tensor("d->weights", *_conv_weights("conv", w_shape, groups))
+    values = (("stride", stride), ("dilation", [d - 1 for d in dilation]), ("pad_l", left), ("pad_r", right))
+    for name, items in values:
+        lines += [f"d->{name}[{i}] = {v};" for i, v in enumerate(items)]
+    lines.append("d->npost = 0;")
+    return lines
 
 
 def sym_title(call: DnnCall) -> str:

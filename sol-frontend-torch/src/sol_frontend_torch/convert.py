@@ -73,6 +73,9 @@ class Converter(Context):
             raise SolUnsupportedError(f"{self.where}: the model writes into a tensor that is not one of its buffers")
         self.mutations[names[0]] = value
 
+    def written(self, name: str) -> Tensor | None:
+        return self.mutations.get(name)
+
     def rng_key(self) -> Tensor:
         if self._rng is None:
             self._rng = Tensor(self.graph.unique_name(RNG_INPUT), (Dim(2, Purpose.C),), "int64", "input")

@@ -22,6 +22,7 @@ from sol.autodiff import TrainingGraphs, derive
 from sol.compiler import compile_graph
 from sol.ir import Graph
 
+from .aten.nn import CUMULATIVE_MOMENTUM
 from .capture import capture, torch_dtype
 from .convert import RNG_INPUT, convert_training
 from .params import ParamSlots
@@ -49,12 +50,21 @@ class Variant:
 def capture_variant(model: torch.nn.Module, inputs: Sequence[Any], batch_size: int | None, training: bool) -> Variant:
     """Capture ``model`` in train or eval mode (every submodule's own mode is restored afterwards)."""
     modes = {m: m.training for m in model.modules()}
+    # momentum=None (a cumulative average) computes its factor from num_batches_tracked in Python, which
+    # torch.export cannot trace: such norms are captured with a marker momentum the converter replaces by
+    # 1 / num_batches_tracked computed in the graph
+    cumulative = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+                  and m.momentum is None and m.track_running_stats] if training else []
     model.train(training)
     try:
+        for norm in cumulative:
+            norm.momentum = CUMULATIVE_MOMENTUM
         captured = capture(model, inputs, batch_size)
     finally:
         for module, mode in modes.items():
             module.training = mode
+        for norm in cumulative:
+            norm.momentum = None
     graph, state = convert_training(captured, model, name=type(model).__name__ + ("_train" if training else "_eval"))
     return Variant(graph, state, captured.program.call_spec.out_spec)
 

@@ -170,12 +170,40 @@ struct Call {
       remember(pd.weights_desc(), pd.impl_info_str(), creation, batch);
       return dnnl::deconvolution_forward(pd);
     }
+    if (d.op == SOL_DNNL_CONV_BWD_WEIGHTS || d.op == SOL_DNNL_CONV_BWD_DATA) {
+      // backward primitives need the forward (training) primitive descriptor as a hint; all formats but the
+      // activations' are oneDNN's choice, so it can pick its fast (jit/brgemm) kernels
+      dnnl::convolution_forward::primitive_desc hint(
+          engine, dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src, any_like(d.weights),
+          memory::desc(), dst, spatial(d.stride, r), spatial(d.dilation, r), spatial(d.pad_l, r), spatial(d.pad_r, r),
+          attr);  // attributes always passed: the default argument is a static a deployed library must not export
+      if (d.op == SOL_DNNL_CONV_BWD_DATA) {
+        dnnl::convolution_backward_data::primitive_desc pd(
+            engine, dnnl::algorithm::convolution_direct, src, weights, dst, spatial(d.stride, r),
+            spatial(d.dilation, r), spatial(d.pad_l, r), spatial(d.pad_r, r), hint, attr);
+        remember(pd.weights_desc(), pd.impl_info_str(), creation, batch);
+        return dnnl::convolution_backward_data(pd);
+      }
+      dnnl::convolution_backward_weights::primitive_desc pd(
+          engine, dnnl::algorithm::convolution_direct, src, any_like(d.weights), dst, spatial(d.stride, r),
+          spatial(d.dilation, r), spatial(d.pad_l, r), spatial(d.pad_r, r), hint, attr);
+      if (creation) impl = pd.impl_info_str();
+      grad_format.erase(batch);  // erase + emplace, not operator[] (see weights_for)
+      grad_format.emplace(batch, pd.diff_weights_desc());
+      return dnnl::convolution_backward_weights(pd);
+    }
     dnnl::convolution_forward::primitive_desc pd(
         engine, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, weights, bias, dst,
         spatial(d.stride, r), spatial(d.dilation, r), spatial(d.pad_l, r), spatial(d.pad_r, r), attr);
     remember(pd.weights_desc(), pd.impl_info_str(), creation, batch);
     return dnnl::convolution_forward(pd);
   }
+
+  // CONV_BWD_WEIGHTS: the gradient's format oneDNN picked per batch, and a buffer for it where that is
+  // not the dense order the graph wants (then reordered into the output after every call)
+  std::map<int64_t, memory::desc> grad_format;
+  std::map<int64_t, std::vector<char>> grad_buffer;
+  std::mutex backward_lock;  // guards grad_buffer and serializes backward calls of this handle
 
   void remember(const memory::desc& weights, const char* name, bool creation, int64_t batch) {
     if (creation) {
@@ -311,10 +339,64 @@ int sol_dnnl_pack(void* handle, const void* weights, void* packed) {
   }
 }
 
+}  // extern "C"
+
+namespace {
+
+// The training ops (see sol_dnnl.h): memory objects per call, which costs microseconds against milliseconds.
+void execute_backward(Call* call, int64_t batch, const void* a, const void* b, void* out) {
+  if (call->op == SOL_DNNL_CONV_BWD_DATA) b = call->weights_for(batch, b);
+  auto& entry = call->at(batch);
+  const sol_dnnl_desc& d = entry.second;
+  auto& engine = cpu_engine();
+  std::lock_guard<std::mutex> guard(call->backward_lock);
+  std::unordered_map<int, memory> args;
+  if (call->op == SOL_DNNL_CONV_BWD_DATA) {
+    args.emplace(DNNL_ARG_DIFF_DST, memory(dense(d.dst), engine, const_cast<void*>(a)));
+    args.emplace(DNNL_ARG_WEIGHTS, memory(call->static_weights ? call->weights_format(batch) : dense(d.weights), engine,
+                                          const_cast<void*>(b)));
+    args.emplace(DNNL_ARG_DIFF_SRC, memory(dense(d.src), engine, out));
+    entry.first.execute(cpu_stream(), args);
+    cpu_stream().wait();
+    return;
+  }
+  const memory::desc user = dense(d.weights);
+  memory::desc format;
+  {
+    std::lock_guard<std::mutex> lock(call->lock);
+    format = call->grad_format.find(batch)->second;
+  }
+  args.emplace(DNNL_ARG_SRC, memory(dense(d.src), engine, const_cast<void*>(a)));
+  args.emplace(DNNL_ARG_DIFF_DST, memory(dense(d.dst), engine, const_cast<void*>(b)));
+  if (format == user) {
+    args.emplace(DNNL_ARG_DIFF_WEIGHTS, memory(user, engine, out));
+    entry.first.execute(cpu_stream(), args);
+    cpu_stream().wait();
+    return;
+  }
+  auto found = call->grad_buffer.find(batch);
+  if (found == call->grad_buffer.end()) found = call->grad_buffer.emplace(batch, std::vector<char>()).first;
+  found->second.resize(format.get_size());
+  memory grad(format, engine, found->second.data());
+  args.emplace(DNNL_ARG_DIFF_WEIGHTS, grad);
+  entry.first.execute(cpu_stream(), args);
+  memory to(user, engine, out);
+  dnnl::reorder(grad, to).execute(cpu_stream(), grad, to);
+  cpu_stream().wait();
+}
+
+}  // namespace
+
+extern "C" {
+
 int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* weights, const void* bias,
                      const void* const* post_src, void* dst) {
   auto* call = static_cast<Call*>(handle);
   try {
+    if (call->op == SOL_DNNL_CONV_BWD_WEIGHTS || call->op == SOL_DNNL_CONV_BWD_DATA) {
+      execute_backward(call, batch, src, weights, dst);
+      return 0;
+    }
     weights = call->weights_for(batch, weights);
     std::unique_lock<std::mutex> owner(call->run_lock, std::try_to_lock);
     if (owner.owns_lock()) {  // the usual case: one model runs this call at a time

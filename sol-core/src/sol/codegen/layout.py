@@ -75,11 +75,18 @@ def plan_layouts(layers: Sequence[Layer], outputs: Sequence[Tensor], dnn: DnnMod
         if order is not None and not same_memory(t, order, plain(t.rank)):
             layouts[id(t)] = order
 
+    #: model outputs a library call wrote in its own layout first: id(plain output) -> that copy
+    shadows: dict[int, Tensor] = {}
+    from_library: set[int] = set()  # tensors a library call writes
     for layer in layers:
         library = in_library(layer)
         inputs = list(layer.inputs)
         for i, t in enumerate(inputs):
             want = _wanted(layer, i, dnn if library else None)
+            shadow = shadows.get(id(t))
+            if shadow is not None and (want is None or same_memory(t, have(shadow), want)):
+                inputs[i] = shadow
+                continue
             if want is None or same_memory(t, have(t), want):
                 continue
             key = (id(t), want)
@@ -91,11 +98,34 @@ def plan_layouts(layers: Sequence[Layer], outputs: Sequence[Tensor], dnn: DnnMod
             inputs[i] = conversions[key]
         if inputs != layer.inputs:
             layer = Layer(layer.op, inputs, layer.outputs, layer.attrs, layer.name)
+        # the library call or an elementwise layer after it (a post-op candidate)
+        near_library = library or (_elementwise(layer.op) and any(id(t) in from_library for t in inputs))
+        if near_library and dnn is not None and len(layer.outputs) == 1 and id(layer.outputs[0]) in output_ids:
+            # a model output must be plain, but a library call writing a layout other than its input's can
+            # leave only the library's slow reference kernel: it writes its own layout, then a copy
+            out = layer.outputs[0]
+            order = dnn.output_layout(layer) if library else _produced(layer, out, None, have)
+            if order is not None and not same_memory(out, order, plain(out.rank)):
+                shadow = Tensor(f"{out.name}_cl", out.dims, out.dtype)
+                record(shadow, order)
+                result.append(Layer(layer.op, inputs, [shadow], layer.attrs, layer.name))
+                result.append(Layer("identity", [shadow], [out], {}, f"{layer.name}.layout_out"))
+                shadows[id(out)] = shadow
+                from_library.add(id(shadow))
+                continue
+        if library:
+            from_library.update(id(t) for t in layer.outputs)
         result.append(layer)
         for t in layer.outputs:
             if id(t) not in output_ids:  # model outputs are the framework's plain buffers
                 record(t, _produced(layer, t, dnn if library else None, have))
     return result, layouts
+
+
+def _elementwise(op: str) -> bool:
+    from .kernels import EXPRESSIONS  # lazy: see sol.codegen.cluster
+
+    return op in EXPRESSIONS
 
 
 def _wanted(layer: Layer, index: int, dnn: DnnModule | None) -> tuple[int, ...] | None:

@@ -55,6 +55,10 @@ class Context:
         """Record that the model writes ``value`` into its buffer ``state`` (e.g. running statistics)."""
         raise NotImplementedError
 
+    def written(self, name: str) -> Tensor | None:
+        """The value the model has written into its buffer ``name`` so far (None: not written yet)."""
+        raise NotImplementedError
+
     def rng_key(self) -> Tensor:
         """The int64[2] (seed, step) input of random layers, added to the graph on first use."""
         raise NotImplementedError

@@ -88,8 +88,12 @@ def _batch_norm(cx: Context, x: Tensor, weight: Tensor | None, bias: Tensor | No
     return cx.one("batch_norm", inputs, {"eps": float(eps)})
 
 
-def _running_update(cx: Context, running: Tensor, batch: Tensor, momentum: float) -> None:
+def _running_update(cx: Context, running: Tensor, batch: Tensor, momentum: float | Tensor) -> None:
     """PyTorch's rule: running = (1 - momentum) * running + momentum * batch statistic."""
+    if isinstance(momentum, Tensor):  # a factor computed in the graph: running + momentum * (batch - running)
+        step = cx.one("mul", [cx.one("sub", [batch, running]), momentum])
+        cx.mutate(running, cx.one("add", [running, step]))
+        return
     kept = cx.one("mul", [running, cx.graph.add_const("bn_keep", np.array(1.0 - momentum, dtype=running.dtype))])
     new = cx.one("mul", [batch, cx.graph.add_const("bn_momentum", np.array(momentum, dtype=running.dtype))])
     cx.mutate(running, cx.one("add", [kept, new]))
@@ -102,12 +106,32 @@ def _batch_norm_train(cx: Context, x: Tensor, weight: Tensor | None, bias: Tenso
     inputs = [x] + ([weight] if weight is not None else []) + ([bias] if bias is not None else [])
     y, batch_mean, _, unbiased_var = cx.layer("batch_norm_train", inputs, {"eps": float(eps)})
     if mean is not None and var is not None:
-        if momentum is None:
-            raise SolUnsupportedError("batch norm with momentum=None (a cumulative average) is not supported in training; "
-                                      "set a momentum")
-        _running_update(cx, mean, batch_mean, float(momentum))
-        _running_update(cx, var, unbiased_var, float(momentum))
+        if momentum is None or momentum == CUMULATIVE_MOMENTUM:
+            factor = _cumulative_factor(cx, mean)
+            _running_update(cx, mean, batch_mean, factor)
+            _running_update(cx, var, unbiased_var, factor)
+        else:
+            _running_update(cx, mean, batch_mean, float(momentum))
+            _running_update(cx, var, unbiased_var, float(momentum))
     return y
+
+
+#: the momentum the training capture gives BatchNorms with momentum=None (a cumulative average), whose factor
+#: 1 / num_batches_tracked torch.export cannot trace; see `sol_frontend_torch.training.capture_variant`
+CUMULATIVE_MOMENTUM = -1234.5
+
+
+def _cumulative_factor(cx: Context, mean: Tensor) -> Tensor:
+    """1 / num_batches_tracked (after this step's increment): PyTorch's factor for momentum=None."""
+    names = [n for n, t in cx.graph.params.items() if t is mean]
+    prefix = names[0].rpartition(".")[0] if names else None
+    name = f"{prefix}.num_batches_tracked" if prefix else "num_batches_tracked"
+    count = cx.written(name) if names else None
+    if count is None:
+        raise SolUnsupportedError("batch norm with momentum=None (a cumulative average) needs its num_batches_tracked "
+                                  "buffer in training; set a momentum")
+    counted = cx.one("cast", [count], {"dtype": mean.dtype})
+    return cx.one("div", [cx.graph.add_const("bn_one", np.array(1.0, dtype=mean.dtype)), counted])
 
 
 @aten("batch_norm")

@@ -48,7 +48,9 @@ def _conv(layer: Layer, grads: Grads, b: GradBuilder) -> Grads:
             extra.append(int(output_padding))
         out[0] = b.one("conv_transpose", [dy, b.fwd(w)], {
             "stride": tuple(attrs["stride"]), "padding": tuple(pads), "output_padding": tuple(extra),
-            "dilation": tuple(attrs["dilation"]), "groups": int(attrs["groups"])})
+            "dilation": tuple(attrs["dilation"]), "groups": int(attrs["groups"]),
+            # a library may run it as the conv's backward-data (oneDNN: any padding, the conv's weights format)
+            "conv_input_grad": True})
     if b.wants(w):
         out[1] = b.one("conv_grad_weight", [b.fwd(x), dy], {
             "stride": tuple(attrs["stride"]), "padding": tuple(tuple(p) for p in attrs["padding"]),
