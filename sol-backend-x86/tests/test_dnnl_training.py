@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from sol.compiler import compile_graph
+from sol.errors import SolError
 from sol.ir import BATCH, Dim, Graph, Purpose
 from sol.ir.interpret import run_reference
 from sol_backend_x86.flavour import onednn_paths
@@ -92,10 +93,12 @@ def test_conv_input_gradient_runs_as_backward_data(cin: int, cout: int, groups: 
     x = _image(g, "x", cin, size)
     w = g.add_param("w", _f32(cout, cin // groups, k, k))
     attrs = {"stride": (stride, stride), "padding": (pad, pad), "dilation": (dilation, dilation), "groups": groups}
-    if pad[0] != pad[1]:
-        pytest.skip("the conv gradient rule supports no more padding at the end than at the beginning yet")
     (y,) = g.add_layer("conv", [x, w], attrs, name="conv")
     g.outputs = [y]
+    if pad[0] != pad[1]:  # a known limit of the gradient rule: it must say so, not compute something wrong
+        with pytest.raises(SolError, match="padding"):
+            derive(g, ["w"], [0])
+        return
     graphs = derive(g, ["w"], [0])
     backward = graphs.backward
     ops = [layer.op for layer in backward.layers]
