@@ -17,26 +17,28 @@ from ..ir.graph import Graph, Layer, Tensor
 from ._rewrite import is_graph_output
 
 
+def _no_padding(padding: object) -> bool:
+    """Whether a padding attr (per-dim ints or (begin, end) pairs) pads nothing."""
+    pads = padding if isinstance(padding, (tuple, list)) else (padding,)
+    return all(int(p) == 0 for pad in pads for p in (pad if isinstance(pad, (tuple, list)) else (pad,)))
+
+
 def _pointwise(conv: Layer) -> bool:
     if conv.op != "conv":  # the producer may be any layer (a pad, ...), whose inputs[1] need not exist
         return False
-    w = conv.inputs[1]
-    spatial = w.shape[2:]
+    spatial = conv.inputs[1].shape[2:]
     return (
-        conv.op == "conv"
-        and all(k == 1 for k in spatial)
+        all(k == 1 for k in spatial)
         and all(int(s) == 1 for s in conv.attrs.get("stride", (1,) * len(spatial)))
-        and all(int(p) == 0 for pad in conv.attrs.get("padding", ()) for p in (pad if isinstance(pad, (tuple, list)) else (pad,)))
+        and _no_padding(conv.attrs.get("padding", ()))
     )
 
 
 def _exact_average(pool: Layer) -> bool:
     attrs = pool.attrs
-    padding = attrs.get("padding", ())
-    flat = [p for pad in padding for p in (pad if isinstance(pad, (tuple, list)) else (pad,))]
     return (
         pool.op == "avg_pool"
-        and all(int(p) == 0 for p in flat)
+        and _no_padding(attrs.get("padding", ()))
         and attrs.get("divisor_override") is None
         and not attrs.get("ceil_mode", False)
     )
