@@ -109,10 +109,16 @@ class CumSum:
 
     @staticmethod
     def reference(inputs: Sequence[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
-        x = inputs[0]
-        axis = normalize_axis(int(attrs["axis"]), x.ndim)
-        y = np.flip(x, axis) if attrs.get("reverse", False) else x
-        total = np.cumsum(y, axis=axis, dtype=x.dtype)
-        if attrs.get("exclusive", False):
-            total = total - y
-        return [np.ascontiguousarray(np.flip(total, axis) if attrs.get("reverse", False) else total)]
+        return [cumulative(inputs[0], attrs, np.cumsum, 0)]
+
+
+def cumulative(x: np.ndarray, attrs: dict[str, Any], scan: Any, identity: float) -> np.ndarray:
+    """numpy reference of cumsum/cumprod: ``scan`` along attrs["axis"], optionally exclusive and/or reversed."""
+    axis = normalize_axis(int(attrs["axis"]), x.ndim)
+    reverse = attrs.get("reverse", False)
+    y = np.flip(x, axis) if reverse else x
+    if attrs.get("exclusive", False):  # shift by one, the scan's identity first
+        first = np.full_like(np.take(y, [0], axis=axis), identity)
+        y = np.concatenate([first, np.take(y, np.arange(y.shape[axis] - 1), axis=axis)], axis=axis)
+    total = scan(y, axis=axis, dtype=x.dtype)
+    return np.ascontiguousarray(np.flip(total, axis) if reverse else total)

@@ -17,6 +17,7 @@ from ..graph import Dim, Layer, Tensor, TensorType
 from ..registry import op
 from ._grad import GradBuilder, zeros_like
 from ._shapes import normalize_axis
+from .indexing import cumulative
 
 
 @op("topk")
@@ -67,14 +68,7 @@ class CumProd:
 
     @staticmethod
     def reference(inputs: Sequence[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
-        x = inputs[0]
-        axis = normalize_axis(int(attrs["axis"]), x.ndim)
-        y = np.flip(x, axis) if attrs.get("reverse", False) else x
-        if attrs.get("exclusive", False):
-            ones = np.ones_like(np.take(y, [0], axis=axis))
-            y = np.concatenate([ones, np.take(y, np.arange(y.shape[axis] - 1), axis=axis)], axis=axis)
-        total = np.cumprod(y, axis=axis, dtype=x.dtype)
-        return [np.ascontiguousarray(np.flip(total, axis) if attrs.get("reverse", False) else total)]
+        return [cumulative(inputs[0], attrs, np.cumprod, 1)]
 
     @staticmethod
     def gradient(layer: Layer, grads: list[Tensor | None], b: GradBuilder) -> list[Tensor | None]:
