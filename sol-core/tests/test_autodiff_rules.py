@@ -85,6 +85,7 @@ def test_conv_transpose() -> None:
 
 def test_linear_matmul_attention() -> None:
     check_gradients(one("linear"), [r(2, 3, 4), r(5, 4), r(5)])
+    check_gradients(one("linear"), [r(4), r(5, 4)])
     check_gradients(one("matmul"), [r(2, 3, 4), r(4, 2)])
     check_gradients(one("matmul"), [r(2, 1, 3, 4), r(3, 4, 2)])
     check_gradients(one("attention", {"scale": None, "is_causal": True}), [r(2, 3, 4), r(2, 3, 4), r(2, 3, 5)])
@@ -173,7 +174,8 @@ def test_dropout_train_gradient_is_the_mask() -> None:
 def test_every_forward_op_has_a_gradient_rule_or_is_listed() -> None:
     # gradient ops only appear in backward graphs; the index scatters need a scatter-add op (not yet)
     without = {name for name, opdef in all_ops().items() if opdef.gradient is None}
-    allowed = {"conv_grad_weight", "max_pool_grad", "avg_pool_grad", "adaptive_avg_pool_grad", "adaptive_max_pool_grad",
+    allowed = {"conv_grad_weight", "linear_grad_weight", "max_pool_grad", "avg_pool_grad", "adaptive_avg_pool_grad",
+               "adaptive_max_pool_grad",
                "batch_norm_train_grad", "nll_loss_grad", "embedding", "gather", "gather_elements", "scatter_elements"}
     assert without <= allowed, sorted(without - allowed)
 

@@ -112,6 +112,10 @@ def _dense_graph() -> CaseGraph:
     wl = cg.param("fc.w", RNG.standard_normal((6, 8)).astype(np.float32))
     cg.case("linear_3d", "linear", [seq, wl, cg.param("fc.b", RNG.standard_normal(6).astype(np.float32))])
     cg.case("linear_nobias", "linear", [seq, wl])
+    # the weight gradient of a linear layer: rows of every leading dim, and a column count over one block
+    cg.case("linear_grad_weight_3d", "linear_grad_weight", [seq, cg.input("seq_dy", (0, 5, 6))])
+    wide = cg.input("wide", (0, 700))
+    cg.case("linear_grad_weight_wide", "linear_grad_weight", [wide, cg.input("wide_dy", (0, 3))])
     m2 = cg.param("m2", RNG.standard_normal((8, 3)).astype(np.float32))
     cg.case("matmul_2d_weight", "matmul", [seq, m2])
     bm = cg.input("bm", (0, 8, 4))

@@ -29,12 +29,13 @@ typedef struct sol_dnnl_tensor {
 } sol_dnnl_tensor;
 
 enum { SOL_DNNL_CONV = 0, SOL_DNNL_DECONV = 1, SOL_DNNL_MATMUL = 2, SOL_DNNL_INNER_PRODUCT = 3,
-       SOL_DNNL_CONV_BWD_WEIGHTS = 4, SOL_DNNL_CONV_BWD_DATA = 5 };
-/* Training ops (no post-ops, never static weights), described in the forward convolution's terms:
- *   CONV_BWD_WEIGHTS: src = the conv's input x, dst = its output gradient dy, weights = the weight gradient dw
- *     (written in the weights' dense order); sol_dnnl_execute(h, N, x, dy, NULL, NULL, dw)
- *   CONV_BWD_DATA: src = the input gradient dx, dst = the output gradient dy, weights = the conv's weights
- *     (packed once per prepare when static); sol_dnnl_execute(h, N, dy, w, NULL, NULL, dx) */
+       SOL_DNNL_CONV_BWD_WEIGHTS = 4, SOL_DNNL_CONV_BWD_DATA = 5, SOL_DNNL_IP_BWD_WEIGHTS = 6,
+       SOL_DNNL_IP_BWD_DATA = 7 };
+/* Training ops (no post-ops), described in the forward convolution's (inner product's) terms:
+ *   CONV_BWD_WEIGHTS, IP_BWD_WEIGHTS: src = the forward's input x, dst = its output gradient dy, weights = the
+ *     weight gradient dw (written in the weights' dense order); sol_dnnl_execute(h, N, x, dy, NULL, NULL, dw)
+ *   CONV_BWD_DATA, IP_BWD_DATA: src = the input gradient dx, dst = the output gradient dy, weights = the forward's
+ *     weights (packed once per prepare when static); sol_dnnl_execute(h, N, dy, w, NULL, NULL, dx) */
 enum { SOL_DNNL_ELTWISE = 0, SOL_DNNL_BINARY = 1 };
 enum {
   SOL_DNNL_RELU = 0, SOL_DNNL_CLIP = 1, SOL_DNNL_ELU = 2, SOL_DNNL_GELU_ERF = 3, SOL_DNNL_GELU_TANH = 4,

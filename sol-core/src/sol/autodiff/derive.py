@@ -99,6 +99,7 @@ def derive(graph: Graph, params: Collection[str], inputs: Collection[int] = (),
     ``non_differentiable``: output positions that get no incoming gradient (e.g. running-statistics updates).
     """
     forward = copy_graph(graph, f"{graph.name}_train")
+    _mark_trained(forward, params)
     requires = _requiring(forward, params, inputs)
     builder = Builder(forward, requires, f"{graph.name}_backward")
     grads = _Gradients(builder)
@@ -133,6 +134,19 @@ def derive(graph: Graph, params: Collection[str], inputs: Collection[int] = (),
     builder.graph.outputs = outputs
     result.saved = _save(forward, builder.saved)
     return result
+
+
+def _mark_trained(forward: Graph, params: Collection[str]) -> None:
+    """Flag the layers that read a trained parameter (attr ``trained_params``).
+
+    Those parameters change after every step, so a library that packs weights into its own format
+    once per update (oneDNN's blocked layouts) pays that reorder on every step: the backend may
+    prefer the weights as they lie.
+    """
+    trained = {id(forward.params[n]) for n in params if n in forward.params}
+    for layer in forward.layers:
+        if any(id(t) in trained for t in layer.inputs):
+            layer.attrs["trained_params"] = True
 
 
 def _save(forward: Graph, saved: list[tuple[Tensor, Tensor]]) -> list[Saved]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...ir import Layer
 from .. import cexpr
-from ..nest import Emit, Loop, Node, Stmt
+from ..nest import Block, Emit, Loop, Node, Stmt
 from .base import KernelContext, ctype_of, kernel
 
 
@@ -59,3 +59,36 @@ def conv_grad_weight(layer: Layer, kc: KernelContext) -> list[Node]:
                                          [out_channels, cg, *kernel_sizes], strict=True))):
         inner = [Loop(var, str(extent), inner, parallel=True)]
     return inner
+
+
+#: columns of dw one task accumulates on its stack (a few KB, so wide layers cannot overflow it)
+LINEAR_GRAD_COLUMNS = 512
+
+
+@kernel("linear_grad_weight")
+def linear_grad_weight(layer: Layer, kc: KernelContext) -> list[Node]:
+    """dw[o, i] = sum over rows r of dy[r, o] * x[r, i]: one (o, column block) per task, SIMD over the columns.
+
+    Both operands are read row by row (unit stride over x's features), so no transpose of dy is needed.
+    """
+    x, dy = layer.inputs
+    dw = layer.outputs[0]
+    t = ctype_of(dw, layer)
+    rows = cexpr.mul(*(cexpr.size(s) for s in x.shape[:-1]))
+    features = cexpr.static(x.shape[-1], f"input features of {layer.name!r}")
+    outputs = cexpr.size(dy.shape[-1])
+    width = min(features, LINEAR_GRAD_COLUMNS)
+    blocks = -(-features // width)
+    xp, dyp = kc.ptr(x), kc.ptr(dy)
+    block: list[Node] = [
+        Stmt(f"const int64_t lo = ib * {width}, hi = sol_min<int64_t>({features}, lo + {width});"),
+        Stmt(f"alignas(64) {t} acc[{width}];"),
+        Loop("j", str(width), [Stmt("acc[j] = 0;")], vector=True),
+        Loop("r", rows, [
+            Stmt(f"const {t} g = {dyp}[r * {outputs} + o];"),
+            Stmt(f"const {t}* xr = {xp} + r * {features};"),
+            Loop("i", "hi", [Stmt("acc[i - lo] += g * xr[i];")], start="lo", vector=True),
+        ]),
+        Loop("i", "hi", [Emit("acc[i - lo]", ("o", "i"))], start="lo", vector=True),
+    ]
+    return [Loop("o", outputs, [Loop("ib", str(blocks), [Block(block)], parallel=True)], parallel=True)]

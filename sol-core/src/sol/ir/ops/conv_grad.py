@@ -1,4 +1,8 @@
-"""The weight gradient of a convolution (module DFP); the input gradient is a `conv_transpose`."""
+"""Weight gradients of convolutions and linear layers (module DFP; a DNN library may run them).
+
+The input gradients are ordinary ops: a `conv_transpose` for a conv, a `matmul`
+for a linear layer (both marked so a library can run them as backward-data).
+"""
 
 from __future__ import annotations
 
@@ -45,3 +49,24 @@ class ConvGradWeight:
         ks = "pqrs"[:spatial]
         dw = np.einsum(f"ngc{letters}{ks},ngo{letters}->goc{ks}", cols, grads)
         return [dw.reshape((o, c // groups) + kernel).astype(dy.dtype)]
+
+
+@op("linear_grad_weight")
+class LinearGradWeight:
+    """dL/dw of ``linear(x, w)``: inputs (x[..., I], dy[..., O]) -> dw[O, I], summed over every leading (row) dim.
+
+    One op rather than ``matmul(permute(dy), x)``: a library computes it from dy and x as they lie
+    (oneDNN's inner-product backward-weights), without materializing the transpose.
+    """
+
+    @staticmethod
+    def infer(inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+        x, dy = inputs
+        return [TensorType((Dim(dy.shape[-1], Purpose.C), Dim(x.shape[-1], Purpose.C)), dy.dtype)]
+
+    @staticmethod
+    def reference(inputs: Sequence[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+        x, dy = inputs
+        rows_x = x.reshape(-1, x.shape[-1]).astype(np.float64)
+        rows_dy = dy.reshape(-1, dy.shape[-1]).astype(np.float64)
+        return [(rows_dy.T @ rows_x).astype(dy.dtype)]

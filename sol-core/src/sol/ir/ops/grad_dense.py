@@ -9,7 +9,6 @@ from ..graph import Layer, Tensor
 from ..registry import gradient
 from . import attention, conv  # noqa: F401  (the ops must be registered before their rules)
 from ._grad import GradBuilder, scalar, sum_to
-from ._shapes import product
 
 Grads = list[Tensor | None]
 
@@ -93,13 +92,14 @@ def _linear(layer: Layer, grads: Grads, b: GradBuilder) -> Grads:
     if dy is None:
         return out
     if b.wants(x):
-        out[0] = b.one("matmul", [dy, b.fwd(w)])
-    rows = product(x.shape[:-1]) if x.rank > 1 else 1
+        # a library may run it as the linear's backward-data (oneDNN: the forward's weights as they lie)
+        out[0] = b.one("matmul", [dy, b.fwd(w)], {"linear_input_grad": True})
     if b.wants(w):
-        dy2 = b.one("reshape", [dy], {"shape": (rows, dy.shape[-1])}) if dy.rank != 2 else dy
-        xv = b.fwd(x)
-        x2 = b.one("reshape", [xv], {"shape": (rows, x.shape[-1])}) if x.rank != 2 else xv
-        out[1] = b.one("matmul", [b.one("permute", [dy2], {"perm": (1, 0)}), x2])
+        if x.rank == 1:
+            out[1] = b.one("matmul", [b.one("reshape", [dy], {"shape": (dy.shape[-1], 1)}),
+                                      b.one("reshape", [b.fwd(x)], {"shape": (1, x.shape[-1])})])
+        else:
+            out[1] = b.one("linear_grad_weight", [b.fwd(x), dy])
     if len(layer.inputs) > 2 and b.wants(layer.inputs[2]):
         out[2] = b.one("reduce_sum", [dy], {"axes": tuple(range(dy.rank - 1)), "keepdims": False}) if dy.rank > 1 else dy
     return out
