@@ -138,3 +138,63 @@ def test_post_op_output_that_is_a_model_output_keeps_channels_last_call() -> Non
     titles = " ".join(compiled.metadata["clusters"])
     assert "conv (conv) -> relu (relu)" in titles and "relu.layout_out" in titles, titles
     _check(g, compiled, {"w": g.params["w"].data})  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize("channels", [16, 20])  # one full block of 16 channels; a block and a partial one
+def test_batch_norm_training_kernels_run_channels_last(channels: int) -> None:
+    """batch_norm_train(+grad) on a conv's channels-last output: no conversion to plain, the reference's numbers."""
+    g = Graph("bn_cl")
+    x = _image(g, "x", 8, 9)
+    dy = _image(g, "dy", channels, 9)
+    w = g.add_param("w", _f32(channels, 8, 3, 3))
+    attrs = {"stride": (1, 1), "padding": ((1, 1), (1, 1)), "dilation": (1, 1), "groups": 1}
+    (y,) = g.add_layer("conv", [x, w], attrs, name="conv")
+    (dyc,) = g.add_layer("conv", [dy, g.add_param("w2", _f32(channels, channels, 1, 1))],
+                         dict(attrs, padding=((0, 0), (0, 0))), name="conv_dy")
+    gamma, beta = g.add_param("gamma", _f32(channels)), g.add_param("beta", _f32(channels))
+    normed, mean, invstd, var = g.add_layer("batch_norm_train", [y, gamma, beta], {"eps": 1e-5}, name="bn")
+    (act,) = g.add_layer("relu", [normed], {}, name="relu")
+    grads = g.add_layer("batch_norm_train_grad", [dyc, y, mean, invstd, gamma], {}, name="bn_grad")
+    g.outputs = [act, mean, invstd, var, *grads]
+    compiled = compile_graph(g, "x86", passes=False)
+    titles = " ".join(compiled.metadata["clusters"])
+    assert "bn.layout" not in titles and "bn_grad.layout" not in titles, titles
+    _check(g, compiled, {name: t.data for name, t in g.params.items()})  # type: ignore[misc]
+
+
+def test_free_layout_outputs_are_reported_and_read_back_in_that_layout() -> None:
+    """A saved activation stays channels-last: the forward reports its layout, a backward reading it gets it."""
+    from sol.autodiff import derive
+
+    g = Graph("saved_cl")
+    x = _image(g, "x", 8, 10)
+    attrs = {"stride": (1, 1), "padding": ((1, 1), (1, 1)), "dilation": (1, 1), "groups": 1}
+    (y,) = g.add_layer("conv", [x, g.add_param("w", _f32(16, 8, 3, 3))], attrs, name="conv")
+    (r,) = g.add_layer("relu", [y], {}, name="relu")
+    (z,) = g.add_layer("conv", [r, g.add_param("w2", _f32(4, 16, 3, 3))], attrs, name="conv2")
+    g.outputs = [z]
+    graphs = derive(g, ["w", "w2"])
+    forward, backward = graphs.forward, graphs.backward
+    forward.free_layout_outputs = set(range(graphs.model_outputs, len(forward.outputs)))
+    compiled_forward = compile_graph(forward, "x86", passes=False)
+    layouts = compiled_forward.metadata["output_layouts"]
+    assert layouts, "the saved conv/relu activations should stay channels-last"
+    first_saved = len(graphs.differentiable)
+    for k, source in enumerate(graphs.saved):
+        if source.source == "output" and str(source.index) in layouts:
+            backward.inputs[first_saved + k].layout = tuple(layouts[str(source.index)])
+    compiled_backward = compile_graph(backward, "x86", passes=False)
+    params = {name: t.data for name, t in g.params.items()}
+    for batch in (1, 3):
+        inputs = [_f32(batch, 8, 10, 10)]
+        outputs = compiled_forward.run_numpy(inputs, params)
+        expected = run_reference(forward, inputs, params)
+        np.testing.assert_allclose(outputs[0], expected[0], rtol=RTOL, atol=ATOL)
+        dz = _f32(*outputs[0].shape)
+        saved = [inputs[s.index] if s.source == "input" else outputs[s.index] for s in graphs.saved]
+        got = compiled_backward.run_numpy([dz, *saved], params)
+        # the reference reads every saved value plain: its own forward's outputs
+        want = run_reference(backward, [dz, *[inputs[s.index] if s.source == "input" else expected[s.index]
+                                              for s in graphs.saved]], params)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL, err_msg=f"batch {batch}")

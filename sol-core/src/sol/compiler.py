@@ -30,7 +30,7 @@ from .runtime import CompiledModel
 _log = log.get("compiler")
 
 #: Bump when generated code changes for the same graph (part of the cache key).
-CODEGEN_VERSION = "3"
+CODEGEN_VERSION = "5"
 #: Device types served by the generic OpenMP C++ flavour.
 HOST_TYPES = ("x86", "arm64")
 
@@ -131,6 +131,7 @@ def _compile_graph(graph: Graph, device: Device | str | None, passes: bool) -> C
             "workspace": [the_plan.memory.workspace.a, the_plan.memory.workspace.c],
             "derived_bytes": the_plan.memory.derived_bytes,
             "clusters": [c.title() for c in the_plan.programs.main if not c.alias],
+            "output_layouts": _free_output_layouts(graph, the_plan),
         }
 
     entry = cache.get_or_build(key, build_into)
@@ -142,6 +143,17 @@ def _compile_graph(graph: Graph, device: Device | str | None, passes: bool) -> C
     if debug_artifacts.wanted():
         compiled.debug_artifacts = debug_artifacts.write(plan_once(), compiled, f"{flavour.name}:{index}")  # type: ignore[attr-defined]
     return compiled
+
+
+def _free_output_layouts(graph: Graph, the_plan: Plan) -> dict[str, list[int]]:
+    """Output position -> memory order, for the free-layout outputs the plan left non-plain."""
+    layouts = the_plan.programs.layouts
+    out = {}
+    for i in sorted(graph.free_layout_outputs):
+        order = layouts.get(id(the_plan.programs.outputs[i]))
+        if order is not None:
+            out[str(i)] = list(order)
+    return out
 
 
 def _profiling() -> bool:

@@ -180,8 +180,11 @@ def plan_programs(graph: Graph, dnn: DnnModule | None = None) -> Programs:
     prepare_layers, main_layers, outputs = split_programs(graph)
     base = {id(t) for t in graph.params.values()}
     derived = base | {id(t) for layer in prepare_layers for t in layer.outputs}
-    main_layers, layouts = plan_layouts(main_layers, outputs, dnn,
-                                        lambda layer: dnn is not None and runs_in_library(dnn, layer, derived))
+    # inputs that arrive in another layout (a backward's saved activations), and outputs whose layout is free
+    given = {id(t): t.layout for t in graph.inputs if t.layout is not None}
+    fixed = [t for i, t in enumerate(outputs) if i not in graph.free_layout_outputs]
+    main_layers, layouts = plan_layouts(main_layers, fixed, dnn,
+                                        lambda layer: dnn is not None and runs_in_library(dnn, layer, derived), given)
     prepare = cluster(prepare_layers, base, [])
     main = cluster(main_layers, derived | {id(t) for t in graph.inputs}, outputs, dnn, frozenset(derived))
     return Programs(prepare, main, outputs, layouts)

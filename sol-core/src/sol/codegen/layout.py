@@ -24,11 +24,12 @@ from .dnn import DnnModule
 LAYOUT_AWARE = frozenset({
     "max_pool", "avg_pool", "adaptive_avg_pool", "adaptive_max_pool", "reduce_sum", "reduce_mean", "reduce_max",
     "softmax", "log_softmax", "permute", "expand", "slice", "concat", "split", "pad", "channel_shuffle", "batch_norm",
+    "batch_norm_train", "batch_norm_train_grad",
 })
 #: layout-aware ops whose outputs keep the channel at dim 1 and the rank of input 0 (they inherit its layout)
 LAYOUT_PRESERVING = frozenset({
     "max_pool", "avg_pool", "adaptive_avg_pool", "adaptive_max_pool", "slice", "concat", "split", "pad",
-    "channel_shuffle", "batch_norm",
+    "channel_shuffle", "batch_norm", "batch_norm_train", "batch_norm_train_grad",
 })
 
 Layouts = dict[int, tuple[int, ...]]
@@ -58,12 +59,13 @@ def layout_aware(op: str) -> bool:
 
 
 def plan_layouts(layers: Sequence[Layer], outputs: Sequence[Tensor], dnn: DnnModule | None,
-                 in_library: Callable[[Layer], bool]) -> tuple[list[Layer], Layouts]:
+                 in_library: Callable[[Layer], bool], given: Layouts | None = None) -> tuple[list[Layer], Layouts]:
     """The main layers (conversions inserted, consumers re-pointed) and the layout of every non-plain tensor.
 
-    ``in_library(layer)``: whether the DNN module runs the layer (it decides that layer's layouts).
+    ``outputs``: the model outputs that must be plain; ``in_library(layer)``: whether the DNN module runs
+    the layer (it decides that layer's layouts); ``given``: layouts of inputs that arrive non-plain.
     """
-    layouts: Layouts = {}
+    layouts: Layouts = {k: tuple(v) for k, v in (given or {}).items()}
     output_ids = {id(t) for t in outputs}
     conversions: dict[tuple[int, tuple[int, ...]], Tensor] = {}
     result: list[Layer] = []

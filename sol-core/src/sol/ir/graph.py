@@ -164,6 +164,9 @@ class Graph:
         self.params: dict[str, Tensor] = {}
         self.outputs: list[Tensor] = []
         self.layers: list[Layer] = []
+        #: positions of outputs only SOL reads back (a training forward's saved activations): the planner may
+        #: leave them in the layout their producer writes (reported in the compiled model's metadata)
+        self.free_layout_outputs: set[int] = set()
         self._names: set[str] = set()
         self._counter = itertools.count()
 
@@ -259,6 +262,7 @@ class Graph:
             h.update(b"\n")
         for t in self.outputs:
             h.update(("out " + tid(t) + "\n").encode())
+        h.update(f"free layouts {sorted(self.free_layout_outputs)}".encode())
         return h.hexdigest()
 
     def __repr__(self) -> str:
