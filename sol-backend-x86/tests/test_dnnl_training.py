@@ -198,3 +198,25 @@ def test_free_layout_outputs_are_reported_and_read_back_in_that_layout() -> None
                                               for s in graphs.saved]], params)
         for a, b in zip(got, want, strict=True):
             np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL, err_msg=f"batch {batch}")
+
+
+@pytest.mark.parametrize("channels", [16, 20])
+def test_pooling_gradients_run_channels_last(channels: int) -> None:
+    """max/avg pooling gradients of channels-last activations: per channel block, the reference's numbers."""
+    g = Graph("pool_grad_cl")
+    x = _image(g, "x", 8, 9)
+    dy = _image(g, "dy", channels, 5)
+    attrs = {"stride": (1, 1), "padding": ((1, 1), (1, 1)), "dilation": (1, 1), "groups": 1}
+    (y,) = g.add_layer("conv", [x, g.add_param("w", _f32(channels, 8, 3, 3))], attrs, name="conv")
+    (dyc,) = g.add_layer("conv", [dy, g.add_param("w2", _f32(channels, channels, 1, 1))],
+                         dict(attrs, padding=((0, 0), (0, 0))), name="conv_dy")
+    window = {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1), "dilation": (1, 1), "ceil_mode": False,
+              "input_shape": y.shape}
+    (dmax,) = g.add_layer("max_pool_grad", [dyc, y], window, name="max_grad")
+    (davg,) = g.add_layer("avg_pool_grad", [dyc], dict(window, count_include_pad=False, divisor_override=None),
+                          name="avg_grad")
+    g.outputs = [dmax, davg]
+    compiled = compile_graph(g, "x86", passes=False)
+    titles = " ".join(compiled.metadata["clusters"])
+    assert "max_grad.layout" not in titles and "avg_grad.layout" not in titles, titles
+    _check(g, compiled, {name: t.data for name, t in g.params.items()})  # type: ignore[misc]

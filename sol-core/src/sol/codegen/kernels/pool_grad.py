@@ -4,32 +4,71 @@ Windows overlap, so a gather per input element would need the inverse of
 the window arithmetic; scattering inside one plane is race-free because
 planes are the parallel unit. The scratch plane is heap memory (planes can
 be larger than a thread's stack).
+
+Channels-last tensors (after oneDNN convolutions) get a task per image and
+cache line of channels instead: its scratch holds those channels' planes
+interleaved like the tensor, so dy, x and the result are walked in memory
+order rather than C floats apart.
 """
 
 from __future__ import annotations
 
-from ...ir import Layer
+from collections.abc import Callable
+
+from ...ir import Layer, Tensor
 from .. import cexpr
-from ..nest import Emit, Loop, Node, Stmt, index_vars, nest
+from ..layout import channels_last
+from ..nest import Block, Emit, Loop, Node, Stmt, index_vars, nest
 from .base import KernelContext, ctype_of, kernel, spatial_padding
 from .pool import dilated_taps
 
+#: channels per task of the channels-last planes: one 64-byte cache line of floats
+CHANNEL_BLOCK = 16
 
-def _plane(layer: Layer, kc: KernelContext, scatter: list[Node], outs: list[int], ins: list[int]) -> list[Node]:
-    """Loops: parallel over the leading dims; scratch; the scatter per output position; emit."""
+
+class Frame:
+    """How a kernel addresses one task's planes: the leading index variables and the scratch slot of a position."""
+
+    def __init__(self, layer: Layer, kc: KernelContext, *tensors: Tensor) -> None:
+        out = layer.outputs[0]
+        r = len(_sizes(layer)[1])
+        # the inputs decide (the result is written through Emit, in whatever layout it has)
+        self.blocked = r == out.rank - 2 and all(kc.layout(t) == channels_last(t.rank) for t in tensors)
+        if self.blocked:
+            self.lead = ["l0", f"(cb * {CHANNEL_BLOCK} + j)"]
+            self.slot: Callable[[str], str] = lambda where: f"({where}) * {CHANNEL_BLOCK} + j"
+        else:
+            self.lead = index_vars("l", out.rank - r)
+            self.slot = lambda where: where
+
+
+def _plane(layer: Layer, kc: KernelContext, frame: Frame, scatter: list[Node], outs: list[int],
+           ins: list[int]) -> list[Node]:
+    """Loops: parallel over the planes (or channel blocks); scratch; the scatter per output position; emit."""
     out = layer.outputs[0]
     r = len(ins)
-    lead = out.rank - r
-    lvars = index_vars("l", lead)
     area = cexpr.mul(*(str(s) for s in ins))
+    svars = [f"s{d}" for d in range(r)]
+    value = f"({ctype_of(out, layer)})buf[{frame.slot(cexpr.linear(svars, ins))}]"
+    if frame.blocked:
+        scatter = [Loop("j", "width", scatter)]
     per_output: list[Node] = scatter
     for d in reversed(range(r)):
         per_output = [Loop(f"o{d}", str(outs[d]), per_output)]
-    svars = [f"s{d}" for d in range(r)]
-    emit = nest(svars, [str(s) for s in ins],
-                [Emit(f"({ctype_of(out, layer)})buf[{cexpr.linear(svars, ins)}]", (*lvars, *svars))], parallel=0)
-    body: list[Node] = [Stmt(f"double* buf = new double[{area}]();"), *per_output, *emit, Stmt("delete[] buf;")]
-    return nest(lvars, [cexpr.size(s) for s in out.shape[:lead]], body, vector_last=False)
+    if not frame.blocked:
+        emit = nest(svars, [str(s) for s in ins], [Emit(value, (*frame.lead, *svars))], parallel=0)
+        body: list[Node] = [Stmt(f"double* buf = new double[{area}]();"), *per_output, *emit, Stmt("delete[] buf;")]
+        return nest(frame.lead, [cexpr.size(s) for s in out.shape[:len(frame.lead)]], body, vector_last=False)
+    emit = nest(svars, [str(s) for s in ins], [Loop("j", "width", [Emit(value, (*frame.lead, *svars))], vector=True)],
+                parallel=0, vector_last=False)
+    channels, block = cexpr.size(out.shape[1]), CHANNEL_BLOCK
+    body = [
+        Stmt(f"const int64_t width = {channels} - cb * {block} < {block} ? {channels} - cb * {block} : {block};"),
+        Stmt(f"double* buf = new double[{area} * {block}]();"),
+        *per_output, *emit, Stmt("delete[] buf;"),
+    ]
+    return [Loop("l0", cexpr.size(out.shape[0]), [
+        Loop("cb", f"({channels} + {block - 1}) / {block}", [Block(body)], parallel=True)], parallel=True)]
 
 
 def _sizes(layer: Layer) -> tuple[list[int], list[int]]:
@@ -64,19 +103,21 @@ def max_pool_grad(layer: Layer, kc: KernelContext) -> list[Node]:
     dy, x = layer.inputs
     outs, ins = _sizes(layer)
     r = len(ins)
-    lead = x.rank - r
     t = ctype_of(x, layer)
-    lvars = [f"l{i}" for i in range(lead)]
+    frame = Frame(layer, kc, dy, x)
+    lvars = frame.lead
     xv = kc.load(x, lvars + [f"h{d}" for d in range(r)])
     where = cexpr.linear([f"h{d}" for d in range(r)], ins)
+    dyv = kc.load(dy, lvars + [f"o{d}" for d in range(r)])
     # first maximum; a NaN wins and stays (max_pool propagates NaN)
-    update = Stmt(f"{{ const {t} v = {xv}; if (best < 0 || (!(mx != mx) && (v > mx || v != v))) {{ mx = v; best = {where}; }} }}")
+    update = Stmt(f"{{ const {t} v = {xv}; if (best < 0 || (!(mx != mx) && (v > mx || v != v))) "
+                  f"{{ mx = v; best = {where}; }} }}")
     scatter: list[Node] = [
         Stmt(f"{t} mx = 0; int64_t best = -1;"),
         *_taps(layer, ins, [update]),
-        Stmt(f"if (best >= 0) buf[best] += {kc.load(dy, lvars + [f'o{d}' for d in range(r)])};"),
+        Stmt(f"if (best >= 0) buf[{frame.slot('best')}] += {dyv};"),
     ]
-    return _plane(layer, kc, scatter, outs, ins)
+    return _plane(layer, kc, frame, scatter, outs, ins)
 
 
 @kernel("avg_pool_grad")
@@ -84,8 +125,8 @@ def avg_pool_grad(layer: Layer, kc: KernelContext) -> list[Node]:
     dy = layer.inputs[0]
     outs, ins = _sizes(layer)
     r = len(ins)
-    lead = dy.rank - r
-    lvars = [f"l{i}" for i in range(lead)]
+    frame = Frame(layer, kc, dy)
+    lvars = frame.lead
     where = cexpr.linear([f"h{d}" for d in range(r)], ins)
     scatter: list[Node] = []
     if layer.attrs.get("divisor_override"):
@@ -103,8 +144,8 @@ def avg_pool_grad(layer: Layer, kc: KernelContext) -> list[Node]:
             scatter.append(Stmt(f"cnt *= (double)sol_max<int64_t>(0, sol_min<int64_t>({start} + {k}, {hi}) "
                                 f"- sol_max<int64_t>({start}, {lo}));"))
     scatter.append(Stmt(f"const double share = {kc.load(dy, lvars + [f'o{d}' for d in range(r)])} / cnt;"))
-    scatter += _taps(layer, ins, [Stmt(f"buf[{where}] += share;")])
-    return _plane(layer, kc, scatter, outs, ins)
+    scatter += _taps(layer, ins, [Stmt(f"buf[{frame.slot(where)}] += share;")])
+    return _plane(layer, kc, frame, scatter, outs, ins)
 
 
 def _regions(layer: Layer, outs: list[int], ins: list[int]) -> list[Node]:
@@ -123,14 +164,15 @@ def adaptive_avg_pool_grad(layer: Layer, kc: KernelContext) -> list[Node]:
     dy = layer.inputs[0]
     outs, ins = _sizes(layer)
     r = len(ins)
-    lvars = [f"l{i}" for i in range(dy.rank - r)]
+    frame = Frame(layer, kc, dy)
+    lvars = frame.lead
     area = cexpr.mul(*(f"(e{d} - b{d})" for d in range(r)))
     scatter: list[Node] = [
         *_regions(layer, outs, ins),
         Stmt(f"const double share = {kc.load(dy, lvars + [f'o{d}' for d in range(r)])} / (double)({area});"),
-        *_region_loops(ins, [Stmt(f"buf[{cexpr.linear([f'h{d}' for d in range(r)], ins)}] += share;")]),
+        *_region_loops(ins, [Stmt(f"buf[{frame.slot(cexpr.linear([f'h{d}' for d in range(r)], ins))}] += share;")]),
     ]
-    return _plane(layer, kc, scatter, outs, ins)
+    return _plane(layer, kc, frame, scatter, outs, ins)
 
 
 @kernel("adaptive_max_pool_grad")
@@ -139,7 +181,8 @@ def adaptive_max_pool_grad(layer: Layer, kc: KernelContext) -> list[Node]:
     outs, ins = _sizes(layer)
     r = len(ins)
     t = ctype_of(x, layer)
-    lvars = [f"l{i}" for i in range(x.rank - r)]
+    frame = Frame(layer, kc, dy, x)
+    lvars = frame.lead
     xv = kc.load(x, lvars + [f"h{d}" for d in range(r)])
     where = cexpr.linear([f"h{d}" for d in range(r)], ins)
     update = Stmt(f"{{ const {t} v = {xv}; if (best < 0 || (!(mx != mx) && (v > mx || v != v))) {{ mx = v; best = {where}; }} }}")
@@ -147,6 +190,6 @@ def adaptive_max_pool_grad(layer: Layer, kc: KernelContext) -> list[Node]:
         *_regions(layer, outs, ins),
         Stmt(f"{t} mx = 0; int64_t best = -1;"),
         *_region_loops(ins, [update]),
-        Stmt(f"if (best >= 0) buf[best] += {kc.load(dy, lvars + [f'o{d}' for d in range(r)])};"),
+        Stmt(f"if (best >= 0) buf[{frame.slot('best')}] += {kc.load(dy, lvars + [f'o{d}' for d in range(r)])};"),
     ]
-    return _plane(layer, kc, scatter, outs, ins)
+    return _plane(layer, kc, frame, scatter, outs, ins)
