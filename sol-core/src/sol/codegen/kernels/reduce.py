@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...ir import Layer
+from ...ir import Layer, Tensor
 from ...ir.ops._shapes import normalize_axis
 from .. import cexpr
 from ..nest import Emit, Loop, Node, Stmt, index_vars, nest
@@ -18,13 +18,60 @@ def _lowest(dtype: str, t: str) -> str:
     return "(-INFINITY)" if dtype.startswith("float") else f"std::numeric_limits<{t}>::lowest()"
 
 
+#: kept elements per task of a reduction over outer axes: 256 bytes of floats per row read, accumulators in L1
+COLUMNS = 64
+
+
 @kernel("reduce_sum", "reduce_mean", "reduce_max")
 def reduction(layer: Layer, kc: KernelContext) -> list[Node]:
-    x, out = layer.inputs[0], layer.outputs[0]
-    t = ctype_of(out, layer)
+    x = layer.inputs[0]
     axes = sorted({normalize_axis(a, x.rank) for a in layer.attrs["axes"]}) if x.rank else []
-    keep = bool(layer.attrs.get("keepdims", False))
+    order = kc.layout(x)
+    inner = _innermost(x, order)
+    if axes and inner is not None and inner not in axes:
+        return _columns(layer, kc, axes, order, inner)
+    return _rows(layer, kc, axes)
+
+
+def _innermost(x: Tensor, order: tuple[int, ...]) -> int | None:
+    """The dim of ``x`` with unit stride in memory (dims of size 1 have no stride to speak of)."""
+    significant = [d for d in order if x.shape[d] != 1]
+    return significant[-1] if significant else None
+
+
+def _out_index(layer: Layer, axes: list[int], kept_vars: dict[int, str]) -> list[str]:
+    """The output multi-index: the kept input dims' variables (and 0 for reduced dims under keepdims)."""
+    x = layer.inputs[0]
+    if layer.attrs.get("keepdims", False):
+        return [kept_vars.get(d, "0") for d in range(x.rank)]
+    return [kept_vars[d] for d in range(x.rank) if d not in axes]
+
+
+class _Accumulate:
+    """The accumulator type, start value, update and final value of one reduction op."""
+
+    def __init__(self, layer: Layer, axes: list[int]) -> None:
+        x, out = layer.inputs[0], layer.outputs[0]
+        self.t = ctype_of(out, layer)
+        self.is_max = layer.op == "reduce_max"
+        self.acc_t = self.t if self.is_max else _acc_type(out.dtype, self.t)
+        self.init = _lowest(out.dtype, self.acc_t) if self.is_max else "0"
+        self.count = cexpr.mul(*(cexpr.size(x.shape[d]) for d in axes)) if axes else "1"
+        self.mean = layer.op == "reduce_mean"
+
+    def update(self, acc: str, value: str) -> str:
+        return f"{acc} = sol_max<{self.acc_t}>({acc}, {value});" if self.is_max else f"{acc} += {value};"
+
+    def result(self, acc: str) -> str:
+        return f"({self.t})({acc} / (double)({self.count}))" if self.mean else f"({self.t}){acc}"
+
+
+def _rows(layer: Layer, kc: KernelContext, axes: list[int]) -> list[Node]:
+    """Reduced axes innermost in memory: one scalar accumulator per output element, a SIMD reduction loop."""
+    x, out = layer.inputs[0], layer.outputs[0]
+    a = _Accumulate(layer, axes)
     ovars = index_vars("i", out.rank)
+    keep = bool(layer.attrs.get("keepdims", False))
     in_index: list[str] = []
     kept = iter(ovars)  # without keepdims the output dims are the kept input dims, in order
     for d in range(x.rank):
@@ -32,19 +79,45 @@ def reduction(layer: Layer, kc: KernelContext) -> list[Node]:
             in_index.append(f"r{d}")
         else:
             in_index.append(ovars[d] if keep else next(kept))
-    is_max = layer.op == "reduce_max"
-    acc_t = t if is_max else _acc_type(out.dtype, t)
-    update = f"acc = sol_max<{acc_t}>(acc, {kc.load(x, in_index)});" if is_max else f"acc += {kc.load(x, in_index)};"
-    inner: list[Node] = [Stmt(update)]
+    inner: list[Node] = [Stmt(a.update("acc", kc.load(x, in_index)))]
     for pos, d in enumerate(reversed(axes)):
         last = pos == 0 and d == x.rank - 1
         inner = [Loop(f"r{d}", cexpr.size(x.shape[d]), inner, vector=last,
-                      reduction=(("max" if is_max else "+"), "acc") if last else None)]
-    count = cexpr.mul(*(cexpr.size(x.shape[d]) for d in axes)) if axes else "1"
-    value = f"({t})(acc / (double)({count}))" if layer.op == "reduce_mean" else f"({t})acc"
-    init = _lowest(out.dtype, acc_t) if is_max else "0"
-    body: list[Node] = [Stmt(f"{acc_t} acc = {init};"), *inner, Emit(value, tuple(ovars))]
+                      reduction=(("max" if a.is_max else "+"), "acc") if last else None)]
+    body: list[Node] = [Stmt(f"{a.acc_t} acc = {a.init};"), *inner, Emit(a.result("acc"), tuple(ovars))]
     return nest(ovars, [cexpr.size(s) for s in out.shape], body, vector_last=False)
+
+
+def _columns(layer: Layer, kc: KernelContext, axes: list[int], order: tuple[int, ...], last: int) -> list[Node]:
+    """A kept dim innermost in memory (bias gradients: dy [rows, C] summed over the rows).
+
+    Each task owns `COLUMNS` consecutive elements of that dim (for every other kept index) and
+    streams over the reduced indices, adding each contiguous run into a small array of
+    accumulators: unit-stride SIMD loads, no scattered scalar sums. Tasks split the kept
+    elements, so the order of the additions, and the result, do not depend on the thread count.
+    """
+    x = layer.inputs[0]
+    a = _Accumulate(layer, axes)
+    kept = [d for d in order if d not in axes and d != last]  # outer kept dims, in memory order
+    names = {d: f"k{d}" for d in [*kept, last]}
+    extent = cexpr.size(x.shape[last])
+    j = names[last]
+    in_index = [names[d] if d not in axes else f"r{d}" for d in range(x.rank)]
+    update = Loop(j, "j1", [Stmt(a.update(f"acc[{j} - j0]", kc.load(x, in_index)))], start="j0", vector=True)
+    streamed: list[Node] = [update]
+    for d in reversed([d for d in order if d in axes]):
+        streamed = [Loop(f"r{d}", cexpr.size(x.shape[d]), streamed)]
+    out_index = _out_index(layer, axes, names)
+    task: list[Node] = [
+        Stmt(f"const int64_t j0 = cb * {COLUMNS}, j1 = j0 + {COLUMNS} < {extent} ? j0 + {COLUMNS} : {extent};"),
+        Stmt(f"{a.acc_t} acc[{COLUMNS}];"),
+        Loop("q", str(COLUMNS), [Stmt(f"acc[q] = {a.init};")], vector=True),
+        *streamed,
+        Loop(j, "j1", [Emit(a.result(f"acc[{j} - j0]"), tuple(out_index))], start="j0", vector=True),
+    ]
+    chunks = f"(({extent} + {COLUMNS - 1}) / {COLUMNS})"
+    return nest([names[d] for d in kept] + ["cb"], [cexpr.size(x.shape[d]) for d in kept] + [chunks], task,
+                vector_last=False)
 
 
 @kernel("softmax", "log_softmax")

@@ -3,8 +3,11 @@
 inputs (x, key): key is an int64[2] tensor (seed, step counter) the
 frontend passes per call; attrs: p, stream (unique per dropout layer of a
 model, so two layers never share a mask), per_channel (Dropout2d/3d: one
-draw per (n, c)). Element i keeps its value (scaled by 1/(1-p)) when the
-top 24 bits of Philox(counter=(i, step, stream), key=seed) are >= p * 2^24.
+draw per (n, c)). Draw i (the row-major index of an element, or of its
+(n, c) plane) is word i % 4 of Philox(counter=(i // 4, step, stream),
+key=seed): one Philox call yields four draws, so generated code computes a
+quarter of the rounds a one-word stream would need. Element i keeps its
+value (scaled by 1/(1-p)) when the top 24 bits of its draw are >= p * 2^24.
 The mask is a pure function of (seed, step, stream, i), so the backward
 recomputes it instead of saving it: the gradient is the same op on dy.
 """
@@ -30,11 +33,11 @@ def threshold(p: float) -> int:
     return min(int(math.ceil(float(p) * (1 << 24))), 1 << 24)
 
 
-def philox(seed: int, step: int, stream: int, index: np.ndarray) -> np.ndarray:
-    """The first 32-bit word of Philox-4x32-10 for each element index (uint64 arrays hold 32-bit lanes)."""
+def philox(seed: int, step: int, stream: int, counter: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The four 32-bit words of Philox-4x32-10 for each counter (uint64 arrays hold 32-bit lanes)."""
     seed &= (1 << 64) - 1
-    c0 = index.astype(np.uint64) & MASK32
-    c1 = (index.astype(np.uint64) >> np.uint64(32)) & MASK32
+    c0 = counter.astype(np.uint64) & MASK32
+    c1 = (counter.astype(np.uint64) >> np.uint64(32)) & MASK32
     c2 = np.full_like(c0, step & MASK32)
     c3 = np.full_like(c0, stream & MASK32)
     k0, k1 = seed & MASK32, (seed >> 32) & MASK32
@@ -44,14 +47,21 @@ def philox(seed: int, step: int, stream: int, index: np.ndarray) -> np.ndarray:
         c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ np.uint64(k0), p1 & MASK32,
                           (p0 >> np.uint64(32)) ^ c3 ^ np.uint64(k1), p0 & MASK32)
         k0, k1 = (k0 + PHILOX_W[0]) & MASK32, (k1 + PHILOX_W[1]) & MASK32
-    return c0
+    return c0, c1, c2, c3
+
+
+def draws(seed: int, step: int, stream: int, index: np.ndarray) -> np.ndarray:
+    """The 32-bit draw of each index: word ``index % 4`` of Philox at counter ``index // 4``."""
+    index = index.astype(np.uint64)
+    words = philox(seed, step, stream, index >> np.uint64(2))
+    return np.choose((index & np.uint64(3)).astype(np.intp), words)
 
 
 def keep_mask(shape: tuple[int, ...], key: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:
     draws_shape = shape[:2] + (1,) * (len(shape) - 2) if attrs.get("per_channel", False) else shape
     index = np.arange(int(np.prod(draws_shape)), dtype=np.uint64).reshape(draws_shape)
     seed, step = (int(v) & ((1 << 64) - 1) for v in np.asarray(key).reshape(-1)[:2])
-    bits = philox(seed, step, int(attrs["stream"]), index) >> np.uint64(8)
+    bits = draws(seed, step, int(attrs["stream"]), index) >> np.uint64(8)
     return np.broadcast_to(bits >= np.uint64(threshold(attrs["p"])), shape)
 
 
