@@ -116,15 +116,18 @@ def cluster(layers: Sequence[Layer], available: set[int], outputs: Sequence[Tens
             _grow_post_ops(current, dnn, layers[i + 1:], available, assigned, readers, output_ids)
         else:
             current = Cluster(layer)
-            if len(layer.outputs) == 1:
-                _grow(current, layers[i + 1:], available, assigned)
+            _grow(current, layers[i + 1:], available, assigned)
         clusters.append(current)
         available.update(id(t) for t in current.produces())
     return clusters
 
 
 def _grow(current: Cluster, later: Sequence[Layer], available: set[int], assigned: set[int]) -> None:
-    """Append the elementwise layers that continue the chain at the same index."""
+    """Append the elementwise layers that continue the chain at the same index.
+
+    The chain continues the anchor's output 0 (e.g. the activation after a training batch norm, whose other
+    outputs are its statistics): its kernel emits each element of that output once, with its index.
+    """
     # imported here, not at the top: the kernels register every op, which loading a cached model never needs
     from .kernels import EXPRESSIONS, elementwise_operands
 

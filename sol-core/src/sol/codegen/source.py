@@ -200,7 +200,7 @@ def _cluster_nodes(c: Cluster, kc: KernelContext, needed: set[int]) -> list[Node
         out.append(Stmt(f"const {cexpr.ctype(value_of.dtype)} {v} = {emit.value};", f"{anchor.name}: {describe(anchor)}"))
         registers[id(value_of)] = v
         out += _store(value_of, v, emit.index, kc, needed)
-        if len(anchor.outputs) == 1:
+        if emit.output == 0:  # the epilogue continues output 0 (see cluster._grow)
             for layer in c.epilogue:
                 t = layer.outputs[0]
                 operands = elementwise_operands(layer)
@@ -219,4 +219,4 @@ def _cluster_nodes(c: Cluster, kc: KernelContext, needed: set[int]) -> list[Node
 def _store(t: Tensor, value: str, index: tuple[str, ...], kc: KernelContext, needed: set[int]) -> list[Node]:
     if id(t) not in needed:
         return []
-    return [Stmt(f"{kc.load(t, index)} = {value};", f"store {t.name}")]
+    return [Stmt(f"{kc.element(t, index)} = {value};", f"store {t.name}")]

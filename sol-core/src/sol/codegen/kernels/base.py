@@ -39,10 +39,18 @@ class KernelContext:
 
     def load(self, tensor: Tensor, index: Sequence[str]) -> str:
         """``tensor[index]`` for a full (logical) multi-index of ``tensor``, in the tensor's memory layout."""
+        if tensor.dtype == "bool":
+            # GCC has no vector type for C++ bool loads, so a loop reading a mask would stay scalar: read its bytes
+            return f"({self.element(tensor, index)} != 0)"
+        return self.element(tensor, index)
+
+    def element(self, tensor: Tensor, index: Sequence[str]) -> str:
+        """The element ``tensor[index]`` as an lvalue (what a store assigns to); bool tensors as bytes."""
         order = self._layouts.get(id(tensor))
+        ptr = f"((uint8_t*){self.ptr(tensor)})" if tensor.dtype == "bool" else self.ptr(tensor)
         if order is None:
-            return f"{self.ptr(tensor)}[{cexpr.linear(index, tensor.shape)}]"
-        return f"{self.ptr(tensor)}[{cexpr.linear([index[d] for d in order], [tensor.shape[d] for d in order])}]"
+            return f"{ptr}[{cexpr.linear(index, tensor.shape)}]"
+        return f"{ptr}[{cexpr.linear([index[d] for d in order], [tensor.shape[d] for d in order])}]"
 
     def load_broadcast(self, tensor: Tensor, index: Sequence[str], out_shape: Sequence[Size]) -> str:
         """``tensor`` read at an output multi-index under numpy broadcasting."""

@@ -32,95 +32,146 @@ def _over_channel(x_rank: int, sizes: list[str], inner: list[Node], vector: bool
     return body
 
 
-def _count(layer: Layer, x_shape: tuple) -> str:  # type: ignore[type-arg]
+def _count(x_shape: tuple) -> str:  # type: ignore[type-arg]
     return cexpr.mul(*(cexpr.size(s) for i, s in enumerate(x_shape) if i != 1))
 
 
 #: channels per task of the channels-last nests: one 64-byte cache line of floats
 CHANNEL_BLOCK = 16
+#: chunks of pixel rows the channels-last passes are split into, so that layers with few channels (16, 24, 32
+#: in MobileNet's widest layers) still keep every thread busy; partial sums are combined per channel
+ROW_CHUNKS = 16
 
 
 def _is_channels_last(kc: KernelContext, *tensors: Tensor) -> bool:
     return all(t.rank >= 3 and kc.layout(t) == channels_last(t.rank) for t in tensors)
 
 
-def _over_pixels(x_shape: tuple, inner: list[Node]) -> list[Node]:  # type: ignore[type-arg]
-    """Loops over n and every pixel with the task's channels innermost (SIMD): NHWC's memory order."""
-    body: list[Node] = [Loop("j", "width", inner, vector=True)]
-    variables = ["n", *index_vars("s", len(x_shape) - 2)]
-    sizes = [cexpr.size(s) for i, s in enumerate(x_shape) if i != 1]
-    for var, size in reversed(list(zip(variables, sizes, strict=True))):
-        body = [Loop(var, size, body)]
-    return body
-
-
-def _channel_blocks(layer: Layer, x: Tensor, body: list[Node]) -> list[Node]:
-    """One parallel task per block of CHANNEL_BLOCK channels; ``width``: the channels of this block."""
-    channels, block = cexpr.size(x.shape[1]), CHANNEL_BLOCK
-    return [Loop("cb", f"({channels} + {block - 1}) / {block}", [Block([
-        Stmt(f"const double count = (double)({_count(layer, x.shape)});"),
-        Stmt(f"const int64_t width = {channels} - cb * {block} < {block} ? {channels} - cb * {block} : {block};"),
-        *body,
-    ])], parallel=True)]
-
-
 def _block_index(x: Tensor) -> list[str]:
     return ["n", f"(cb * {CHANNEL_BLOCK} + j)", *index_vars("s", x.rank - 2)]
 
 
+def _chunked(x: Tensor, head: list[Node], inner: list[Node], tail: list[Node]) -> Loop:
+    """Parallel tasks (row chunk, channel block): ``head``; per pixel of the chunk's rows, ``inner`` for each
+    channel ``j`` of the block (SIMD, NHWC's memory order); ``tail``. A row is one (n, s0, ..) of all but the
+    last spatial dim; ``count`` (the pixels per channel) and ``width`` (the block's channels) are defined."""
+    r = x.rank - 2
+    channels, block = cexpr.size(x.shape[1]), CHANNEL_BLOCK
+    outer = [x.shape[0], *x.shape[2:-1]]
+    names = ["n", *index_vars("s", r - 1)]
+    rows = cexpr.mul(*(cexpr.size(s) for s in outer))
+    decompose: list[Node] = [Stmt("int64_t rest = row;")]
+    for name, size in reversed(list(zip(names[1:], outer[1:], strict=True))):
+        decompose.append(Stmt(f"const int64_t {name} = rest % {cexpr.size(size)}; rest /= {cexpr.size(size)};"))
+    decompose.append(Stmt("const int64_t n = rest;"))
+    pixels: list[Node] = [Loop(f"s{r - 1}", cexpr.size(x.shape[-1]), [Loop("j", "width", inner, vector=True)])]
+    task: list[Node] = [
+        Stmt(f"const double count = (double)({_count(x.shape)}); (void)count;"),
+        Stmt(f"const int64_t width = {channels} - cb * {block} < {block} ? {channels} - cb * {block} : {block};"),
+        Stmt(f"const int64_t rows = {rows};"),
+        Stmt(f"const int64_t r0 = chunk * rows / {ROW_CHUNKS}, r1 = (chunk + 1) * rows / {ROW_CHUNKS};"),
+        *head,
+        Loop("row", "r1", [*decompose, *pixels], start="r0"),
+        *tail,
+    ]
+    return Loop("chunk", str(ROW_CHUNKS), [Loop("cb", f"({channels} + {block - 1}) / {block}", [Block(task)],
+                                                parallel=True)], parallel=True)
+
+
+def _partials(x: Tensor, names: tuple[str, str]) -> list[Node]:
+    """Store the task's two per-channel sums into its row chunk's slots of ``sol_part``."""
+    channels = cexpr.size(x.shape[1])
+    slot = f"(chunk * {channels} + cb * {CHANNEL_BLOCK} + j) * 2"
+    return [Loop("j", "width", [Stmt(f"sol_part[{slot}] = {names[0]}[j]; sol_part[{slot} + 1] = {names[1]}[j];")])]
+
+
+def _combined(x: Tensor) -> list[Node]:
+    """Per channel ``c``: the sums ``sa``, ``sb`` of every row chunk's partials."""
+    channels = cexpr.size(x.shape[1])
+    return [
+        Stmt("double sa = 0, sb = 0;"),
+        Loop("k", str(ROW_CHUNKS), [Stmt(f"sa += sol_part[(k * {channels} + c) * 2]; "
+                                         f"sb += sol_part[(k * {channels} + c) * 2 + 1];")]),
+    ]
+
+
 def _batch_norm_train_channels_last(layer: Layer, kc: KernelContext) -> list[Node]:
+    """Two passes over x: shifted sums and sums of squares per (chunk, channel block), then normalise."""
     x = layer.inputs[0]
     t = ctype_of(layer.outputs[0], layer)
     weight, bias = optional_input(layer, 1), optional_input(layer, 2)
     index = _block_index(x)
-    c = [index[1]]
+    first = ["0", "c", *["0"] * (x.rank - 2)]
     xv = kc.load(x, index)
-    scale = f" * (double){kc.load(weight, c)}" if weight is not None else ""
-    shift = f" + (double){kc.load(bias, c)}" if bias is not None else ""
+    scale = f" * (double){kc.load(weight, ['c'])}" if weight is not None else ""
+    shift = f" + (double){kc.load(bias, ['c'])}" if bias is not None else ""
     eps = cexpr.literal(layer.attrs["eps"], "float64")
-    block = CHANNEL_BLOCK
-    return _channel_blocks(layer, x, [
-        Stmt(f"double sum[{block}], mean[{block}], sq[{block}], a[{block}], bshift[{block}];"),
-        Loop("j", str(block), [Stmt("sum[j] = 0; sq[j] = 0;")], vector=True),
-        *_over_pixels(x.shape, [Stmt(f"sum[j] += {xv};")]),
-        Loop("j", "width", [Stmt("mean[j] = sum[j] / count;")], vector=True),
-        *_over_pixels(x.shape, [Stmt(f"const double dv = {xv} - mean[j];"), Stmt("sq[j] += dv * dv;")]),
-        Loop("j", "width", [
-            Stmt(f"const double invstd = 1.0 / {kc.math('sqrt')}(sq[j] / count + {eps});"),
-            Emit(f"({t})mean[j]", tuple(c), 1),
-            Emit(f"({t})invstd", tuple(c), 2),
-            Emit(f"({t})(count > 1 ? sq[j] / (count - 1) : sq[j])", tuple(c), 3),
-            Stmt(f"a[j] = invstd{scale};"),
-            Stmt(f"bshift[j] = -mean[j] * a[j]{shift};"),
-        ]),
-        *_over_pixels(x.shape, [Emit(f"({t})({xv} * a[j] + bshift[j])", tuple(index), 0)]),
-    ])
+    block, channels = CHANNEL_BLOCK, cexpr.size(x.shape[1])
+    block_first = ["0", f"(cb * {block} + j)", *["0"] * (x.rank - 2)]
+    # sums of x - x[0, c, 0..]: the shift keeps the one-pass variance exact enough (no cancellation of large means)
+    statistics = _chunked(x, [
+        Stmt(f"double sh[{block}], s[{block}], q[{block}];"),
+        Loop("j", "width", [Stmt(f"sh[j] = {kc.load(x, block_first)}; s[j] = 0; q[j] = 0;")]),
+    ], [Stmt(f"const double d = (double){xv} - sh[j];"), Stmt("s[j] += d;"), Stmt("q[j] += d * d;")],
+        _partials(x, ("s", "q")))
+    per_channel = Loop("c", channels, [
+        Stmt(f"const double count = (double)({_count(x.shape)});"),
+        *_combined(x),
+        Stmt("const double m = sa / count;"),
+        Stmt(f"const double mean = (double){kc.load(x, first)} + m;"),
+        Stmt("const double var = sol_max<double>(sb / count - m * m, 0.0);"),
+        Stmt(f"const double invstd = 1.0 / {kc.math('sqrt')}(var + {eps});"),
+        Emit(f"({t})mean", ("c",), 1),
+        Emit(f"({t})invstd", ("c",), 2),
+        Emit(f"({t})(count > 1 ? var * count / (count - 1) : var)", ("c",), 3),
+        Stmt(f"const double a = invstd{scale};"),
+        Stmt(f"sol_coef[c * 2] = a; sol_coef[c * 2 + 1] = -mean * a{shift};"),
+    ], parallel=True)
+    c = f"(cb * {block} + j)"
+    normalise = _chunked(x, [], [Emit(f"({t})({xv} * sol_coef[{c} * 2] + sol_coef[{c} * 2 + 1])", tuple(index), 0)], [])
+    return [Block([
+        Stmt(f"double* sol_part = new double[{ROW_CHUNKS} * {channels} * 2];"),
+        Stmt(f"double* sol_coef = new double[{channels} * 2];"),
+        statistics, per_channel, normalise,
+        Stmt("delete[] sol_part; delete[] sol_coef;"),
+    ])]
 
 
 def _batch_norm_train_grad_channels_last(layer: Layer, kc: KernelContext) -> list[Node]:
+    """One pass for the sums of dy and dy * (x - mean) per (chunk, channel block), one for dx."""
     dy, x, mean, invstd = layer.inputs[:4]
     weight = optional_input(layer, 4)
     t = ctype_of(layer.outputs[0], layer)
     index = _block_index(x)
-    c = [index[1]]
     xv, dyv = kc.load(x, index), kc.load(dy, index)
-    w = f" * (double){kc.load(weight, c)}" if weight is not None else ""
-    block = CHANNEL_BLOCK
-    return _channel_blocks(layer, x, [
-        Stmt(f"double mu[{block}], rs[{block}], sdy[{block}], sdyx[{block}], k[{block}], kx[{block}];"),
-        Loop("j", "width", [Stmt(f"mu[j] = {kc.load(mean, c)}; rs[j] = {kc.load(invstd, c)}; sdy[j] = 0; sdyx[j] = 0;")]),
-        *_over_pixels(x.shape, [Stmt(f"const double g = {dyv};"), Stmt("sdy[j] += g;"),
-                                Stmt(f"sdyx[j] += g * ((double){xv} - mu[j]);")]),
-        Loop("j", "width", [
-            Stmt("const double dweight = sdyx[j] * rs[j];"),
-            Emit(f"({t})dweight", tuple(c), 1),
-            Emit(f"({t})sdy[j]", tuple(c), 2),
-            Stmt(f"k[j] = rs[j]{w} / count;"),
-            Stmt("kx[j] = dweight * rs[j];"),
-        ]),
-        *_over_pixels(x.shape, [
-            Emit(f"({t})(k[j] * (count * (double){dyv} - sdy[j] - ((double){xv} - mu[j]) * kx[j]))", tuple(index), 0)]),
-    ])
+    w = f" * (double){kc.load(weight, ['c'])}" if weight is not None else ""
+    block, channels = CHANNEL_BLOCK, cexpr.size(x.shape[1])
+    c = f"(cb * {block} + j)"
+    sums = _chunked(x, [
+        Stmt(f"double mu[{block}], sdy[{block}], sdyx[{block}];"),
+        Loop("j", "width", [Stmt(f"mu[j] = {kc.load(mean, [c])}; sdy[j] = 0; sdyx[j] = 0;")]),
+    ], [Stmt(f"const double g = {dyv};"), Stmt("sdy[j] += g;"), Stmt(f"sdyx[j] += g * ((double){xv} - mu[j]);")],
+        _partials(x, ("sdy", "sdyx")))
+    per_channel = Loop("c", channels, [
+        Stmt(f"const double count = (double)({_count(x.shape)});"),
+        *_combined(x),
+        Stmt(f"const double rs = {kc.load(invstd, ['c'])};"),
+        Stmt("const double dweight = sb * rs;"),
+        Emit(f"({t})dweight", ("c",), 1),
+        Emit(f"({t})sa", ("c",), 2),
+        Stmt(f"sol_coef[c * 3] = rs{w} / count; sol_coef[c * 3 + 1] = sa; sol_coef[c * 3 + 2] = dweight * rs;"),
+    ], parallel=True)
+    gradient = _chunked(x, [
+        Stmt(f"double mu[{block}];"),
+        Loop("j", "width", [Stmt(f"mu[j] = {kc.load(mean, [c])};")]),
+    ], [Emit(f"({t})(sol_coef[{c} * 3] * (count * (double){dyv} - sol_coef[{c} * 3 + 1] - ((double){xv} - mu[j]) "
+             f"* sol_coef[{c} * 3 + 2]))", tuple(index), 0)], [])
+    return [Block([
+        Stmt(f"double* sol_part = new double[{ROW_CHUNKS} * {channels} * 2];"),
+        Stmt(f"double* sol_coef = new double[{channels} * 3];"),
+        sums, per_channel, gradient,
+        Stmt("delete[] sol_part; delete[] sol_coef;"),
+    ])]
 
 
 @kernel("batch_norm_train")
@@ -138,7 +189,7 @@ def batch_norm_train(layer: Layer, kc: KernelContext) -> list[Node]:
     scale = f" * (double){kc.load(weight, ['c'])}" if weight is not None else ""
     shift = f" + (double){kc.load(bias, ['c'])}" if bias is not None else ""
     body: list[Node] = [
-        Stmt(f"const double count = (double)({_count(layer, x.shape)});"),
+        Stmt(f"const double count = (double)({_count(x.shape)});"),
         Stmt("double sum = 0;"),
         *_over_channel(x.rank, sizes, [Stmt(f"sum += {xv};")], reduction=("+", "sum")),
         Stmt("const double mean = sum / count;"),
@@ -168,7 +219,7 @@ def batch_norm_train_grad(layer: Layer, kc: KernelContext) -> list[Node]:
     xv, dyv = kc.load(x, index), kc.load(dy, index)
     w = f" * (double){kc.load(weight, ['c'])}" if weight is not None else ""
     body: list[Node] = [
-        Stmt(f"const double count = (double)({_count(layer, x.shape)});"),
+        Stmt(f"const double count = (double)({_count(x.shape)});"),
         Stmt(f"const double mu = {kc.load(mean, ['c'])}, rs = {kc.load(invstd, ['c'])};"),
         Stmt("double sdy = 0, sdyx = 0;"),
         *_over_channel(x.rank, sizes, [Stmt(f"const double g = {dyv};"), Stmt("sdy += g;"),

@@ -187,7 +187,8 @@ def _compare(layer: Layer, a: list[str], index: tuple[str, ...], kc: KernelConte
 @expression("where")
 def _where(layer: Layer, a: list[str], index: tuple[str, ...], kc: KernelContext) -> str:
     t = _t(layer)
-    return f"({a[0]} ? ({t})({a[1]}) : ({t})({a[2]}))"
+    # not `c ? a : b`: a load in a branch may not be hoisted, so the loop would stay scalar
+    return f"sol_select<{t}>({a[0]}, ({t})({a[1]}), ({t})({a[2]}))"
 
 
 @expression("batch_norm")

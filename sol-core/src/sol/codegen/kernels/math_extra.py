@@ -56,13 +56,14 @@ def _bitwise_not(layer: Layer, a: list[str], index: tuple[str, ...], kc: KernelC
     return f"({_t(layer)})(~({a[0]}))"
 
 
-_LOGICAL = {"logical_and": "&&", "logical_or": "||", "logical_xor": "!="}
+#: non-short-circuit forms: both operands are plain values, and `&&` would make the second one a branch
+_LOGICAL = {"logical_and": "&", "logical_or": "|", "logical_xor": "!="}
 _BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
 
 
 @expression(*_LOGICAL)
 def _logical(layer: Layer, a: list[str], index: tuple[str, ...], kc: KernelContext) -> str:
-    return f"((bool)({a[0]}) {_LOGICAL[layer.op]} (bool)({a[1]}))"
+    return f"(bool)((bool)({a[0]}) {_LOGICAL[layer.op]} (bool)({a[1]}))"
 
 
 @expression(*_BITWISE)
