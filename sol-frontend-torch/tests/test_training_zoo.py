@@ -10,8 +10,16 @@ import copy
 import pytest
 import sol
 import torch
+from sol_frontend_torch import zoo
 
-from ._training_helpers import assert_buffers_match, assert_gradients_match, eager_reference, small_model, step_loss
+from ._training_helpers import (
+    assert_buffers_match,
+    assert_gradients_match,
+    eager_reference,
+    small_model,
+    step_loss,
+    without_dropout,
+)
 
 FAST = ["resnet18", "squeezenet1_1", "mlp", "transformer_encoder"]
 SLOW = ["mobilenet_v2", "densenet121"]
@@ -59,3 +67,59 @@ def test_zoo_sgd_curve(name: str) -> None:
             curve.append(loss.item())
         curves.append(curve)
     torch.testing.assert_close(torch.tensor(curves[0]), torch.tensor(curves[1]), rtol=1e-3, atol=0)
+
+
+def _trains_as_accurately_as_eager(name: str) -> None:
+    """50 SGD steps of a CNN (cross entropy, batch 4, 64x64) with SOL, eager float32 and eager float64.
+
+    BatchNorm over 4 images makes these curves sensitive to rounding: eager float32 itself drifts up to a few
+    percent from float64 over 50 steps on resnet18, so "within 1e-3 of eager" cannot hold for any float32
+    implementation there. What must hold: SOL stays as close to the float64 curve and statistics as eager
+    float32 does (or within 1e-3), and its trained weights, copied into plain PyTorch, give its eval outputs.
+    """
+    torch.manual_seed(0)
+    model = zoo.MODELS[name][0]()
+    without_dropout(model)
+    model.train()
+    x, target = torch.randn(4, 3, 64, 64), torch.randint(0, 1000, (4,))
+    nets = {"sol": sol.optimize(model, x).train(), "f32": copy.deepcopy(model), "f64": copy.deepcopy(model).double()}
+    curves = {}
+    for tag, net in nets.items():
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.001)
+        inputs = x.double() if tag == "f64" else x
+        curve = []
+        for _ in range(50):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(net(inputs), target)
+            loss.backward()
+            optimizer.step()
+            curve.append(loss.item())
+        curves[tag] = torch.tensor(curve, dtype=torch.float64)
+
+    def drift(tag: str) -> float:
+        return float(((curves[tag] - curves["f64"]).abs() / curves["f64"].abs()).max())
+
+    assert drift("sol") <= max(1e-3, 2 * drift("f32")), (drift("sol"), drift("f32"))
+    buffers = {tag: dict(net.named_buffers()) for tag, net in (("sol", model), ("f32", nets["f32"]), ("f64", nets["f64"]))}
+    for name_, exact in buffers["f64"].items():
+        if not exact.is_floating_point():
+            assert torch.equal(buffers["sol"][name_].long(), exact.long()), name_
+            continue
+        sol_error = float((buffers["sol"][name_].double() - exact).abs().max())
+        f32_error = float((buffers["f32"][name_].double() - exact).abs().max())
+        assert sol_error <= max(1e-4, 2 * f32_error), (name_, sol_error, f32_error)
+    plain = copy.deepcopy(nets["f32"])
+    plain.load_state_dict(nets["sol"].state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(plain.eval()(x), nets["sol"].eval()(x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "squeezenet1_1"])
+def test_cnn_trains_as_accurately_as_eager(name: str) -> None:
+    _trains_as_accurately_as_eager(name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SLOW)
+def test_cnn_trains_as_accurately_as_eager_slow(name: str) -> None:
+    _trains_as_accurately_as_eager(name)
