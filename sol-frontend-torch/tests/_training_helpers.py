@@ -50,3 +50,15 @@ def assert_gradients_match(model: torch.nn.Module, reference: torch.nn.Module, r
 def assert_buffers_match(model: torch.nn.Module, reference: torch.nn.Module) -> None:
     for (name, a), (_, b) in zip(model.named_buffers(), reference.named_buffers(), strict=True):
         torch.testing.assert_close(a.double(), b.double(), rtol=1e-4, atol=1e-5, msg=lambda m, n=name: f"{n}: {m}")
+
+
+def loss_curve(net: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_of, steps: int = 50) -> list[float]:  # type: ignore[no-untyped-def]
+    """The loss of each of ``steps`` optimizer steps; ``loss_of(net)`` computes one step's loss."""
+    curve = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = loss_of(net)
+        loss.backward()
+        optimizer.step()
+        curve.append(loss.item())
+    return curve

@@ -11,7 +11,7 @@ import pytest
 import sol
 import torch
 
-from ._training_helpers import assert_buffers_match, eager_reference, step_loss, without_dropout
+from ._training_helpers import assert_buffers_match, eager_reference, loss_curve, step_loss, without_dropout
 
 
 class ConvNet(torch.nn.Module):
@@ -61,14 +61,7 @@ def test_sgd_and_adam_loss_curves_match_eager_and_weights_copy_back() -> None:
     curves: list[list[float]] = []
     for net in (sol_model, eager):
         optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
-        curve = []
-        for _ in range(50):
-            optimizer.zero_grad()
-            loss = torch.nn.functional.cross_entropy(net(x), target)
-            loss.backward()
-            optimizer.step()
-            curve.append(loss.item())
-        curves.append(curve)
+        curves.append(loss_curve(net, optimizer, lambda n: torch.nn.functional.cross_entropy(n(x), target)))
     torch.testing.assert_close(torch.tensor(curves[0]), torch.tensor(curves[1]), rtol=1e-3, atol=1e-5)
     assert curves[0][-1] < curves[0][0] * 0.5
     assert_buffers_match(model, eager)

@@ -16,6 +16,7 @@ from ._training_helpers import (
     assert_buffers_match,
     assert_gradients_match,
     eager_reference,
+    loss_curve,
     small_model,
     step_loss,
     without_dropout,
@@ -55,17 +56,8 @@ def test_zoo_sgd_curve(name: str) -> None:
     model, x = small_model(name)
     eager = copy.deepcopy(model)
     sol_model = sol.optimize(model, x).train()
-    curves = []
-    for net in (sol_model, eager):
-        optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
-        curve = []
-        for _ in range(50):
-            optimizer.zero_grad()
-            loss = step_loss(net(x))
-            loss.backward()
-            optimizer.step()
-            curve.append(loss.item())
-        curves.append(curve)
+    curves = [loss_curve(net, torch.optim.SGD(net.parameters(), lr=0.01), lambda n: step_loss(n(x)))
+              for net in (sol_model, eager)]
     torch.testing.assert_close(torch.tensor(curves[0]), torch.tensor(curves[1]), rtol=1e-3, atol=0)
 
 
@@ -85,15 +77,9 @@ def _trains_as_accurately_as_eager(name: str) -> None:
     nets = {"sol": sol.optimize(model, x).train(), "f32": copy.deepcopy(model), "f64": copy.deepcopy(model).double()}
     curves = {}
     for tag, net in nets.items():
-        optimizer = torch.optim.SGD(net.parameters(), lr=0.001)
         inputs = x.double() if tag == "f64" else x
-        curve = []
-        for _ in range(50):
-            optimizer.zero_grad()
-            loss = torch.nn.functional.cross_entropy(net(inputs), target)
-            loss.backward()
-            optimizer.step()
-            curve.append(loss.item())
+        curve = loss_curve(net, torch.optim.SGD(net.parameters(), lr=0.001),
+                           lambda n, i=inputs: torch.nn.functional.cross_entropy(n(i), target))
         curves[tag] = torch.tensor(curve, dtype=torch.float64)
 
     def drift(tag: str) -> float:

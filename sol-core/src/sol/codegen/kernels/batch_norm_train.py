@@ -120,11 +120,7 @@ def _batch_norm_train_channels_last(layer: Layer, kc: KernelContext) -> list[Nod
         Stmt("const double m = sa / count;"),
         Stmt(f"const double mean = (double){kc.load(x, first)} + m;"),
         Stmt("const double var = sol_max<double>(sb / count - m * m, 0.0);"),
-        Stmt(f"const double invstd = 1.0 / {kc.math('sqrt')}(var + {eps});"),
-        Emit(f"({t})mean", ("c",), 1),
-        Emit(f"({t})invstd", ("c",), 2),
-        Emit(f"({t})(count > 1 ? var * count / (count - 1) : var)", ("c",), 3),
-        Stmt(f"const double a = invstd{scale};"),
+        *_statistics(t, "mean", "var", eps, scale, kc),
         Stmt(f"sol_coef[c * 2] = a; sol_coef[c * 2 + 1] = -mean * a{shift};"),
     ], parallel=True)
     c = f"(cb * {block} + j)"
@@ -174,6 +170,18 @@ def _batch_norm_train_grad_channels_last(layer: Layer, kc: KernelContext) -> lis
     ])]
 
 
+def _statistics(t: str, mean: str, variance: str, eps: str, scale: str, kc: KernelContext) -> list[Node]:
+    """Outputs 1-3 of channel ``c`` (mean, invstd, unbiased variance) from the biased ``variance``, and ``a``:
+    the factor x is multiplied with (invstd, times the weight when there is one)."""
+    return [
+        Stmt(f"const double invstd = 1.0 / {kc.math('sqrt')}({variance} + {eps});"),
+        Emit(f"({t}){mean}", ("c",), 1),
+        Emit(f"({t})invstd", ("c",), 2),
+        Emit(f"({t})(count > 1 ? {variance} * count / (count - 1) : {variance})", ("c",), 3),
+        Stmt(f"const double a = invstd{scale};"),
+    ]
+
+
 @kernel("batch_norm_train")
 def batch_norm_train(layer: Layer, kc: KernelContext) -> list[Node]:
     x = layer.inputs[0]
@@ -196,11 +204,8 @@ def batch_norm_train(layer: Layer, kc: KernelContext) -> list[Node]:
         Stmt("double sq = 0;"),
         *_over_channel(x.rank, sizes, [Stmt(f"const double dv = {xv} - mean;"), Stmt("sq += dv * dv;")],
                        reduction=("+", "sq")),
-        Stmt(f"const double invstd = 1.0 / {kc.math('sqrt')}(sq / count + {eps});"),
-        Emit(f"({t})mean", ("c",), 1),
-        Emit(f"({t})invstd", ("c",), 2),
-        Emit(f"({t})(count > 1 ? sq / (count - 1) : sq)", ("c",), 3),
-        Stmt(f"const double a = invstd{scale};"),
+        Stmt("const double var = sq / count;"),
+        *_statistics(t, "mean", "var", eps, scale, kc),
         Stmt(f"const double bshift = -mean * a{shift};"),
         *_over_channel(x.rank, sizes, [Emit(f"({t})({xv} * a + bshift)", tuple(index), 0)]),
     ]
