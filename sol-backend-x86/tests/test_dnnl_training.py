@@ -1,9 +1,13 @@
-"""oneDNN's training primitives: the weight and input gradients of convolutions, against the numpy reference.
+"""oneDNN's training primitives and the training kernels around them, against the numpy reference.
 
 ``conv_grad_weight`` runs as convolution backward-weights, a conv's input
 gradient (the ``conv_transpose`` its gradient rule emits, marked
 ``conv_input_grad``) as convolution backward-data; both over channels-last
-activations, with groups, strides, dilations and uneven padding.
+activations, with groups, strides, dilations and uneven padding. A linear
+layer's gradients run as inner-product backward-weights (``linear_grad_weight``)
+and backward-data (the ``matmul`` marked ``linear_input_grad``). Batch norm and
+pooling gradients read channels-last activations as they lie, and a training
+forward's saved activations reach the backward in the layout they were written.
 """
 
 from __future__ import annotations
@@ -110,6 +114,23 @@ def test_conv_input_gradient_runs_as_backward_data(cin: int, cout: int, groups: 
     _check(backward, compiled, params)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("rows", [(5,), (2, 3)])
+def test_linear_gradients_run_as_inner_product_backward(rows: tuple[int, ...]) -> None:
+    """What the linear's gradient rule emits, compiled: backward-data and backward-weights calls, the reference."""
+    from sol.autodiff import derive
+
+    g = Graph("linear")
+    x = g.add_input("x", [Dim(BATCH, Purpose.N), *[Dim(r, Purpose.C) for r in rows[1:]], Dim(24, Purpose.C)])
+    (y,) = g.add_layer("linear", [x, g.add_param("w", _f32(10, 24)), g.add_param("b", _f32(10))], {}, name="fc")
+    g.outputs = [y]
+    graphs = derive(g, ["w", "b"], [0])
+    backward = graphs.backward
+    compiled = compile_graph(backward, "x86", passes=False)
+    titles = _library_ops(compiled)
+    assert any("linear_grad_weight" in t for t in titles) and any("(matmul)" in t for t in titles), titles
+    _check(backward, compiled, {name: t.data for name, t in backward.params.items()})  # type: ignore[misc]
+
+
 def test_library_output_that_is_a_model_output_keeps_channels_last_call() -> None:
     """A conv whose result is also a model output (a saved activation) writes channels-last, then a plain copy."""
     g = Graph("saved")
@@ -140,17 +161,22 @@ def test_post_op_output_that_is_a_model_output_keeps_channels_last_call() -> Non
     _check(g, compiled, {"w": g.params["w"].data})  # type: ignore[dict-item]
 
 
+def _channels_last_pair(g: Graph, channels: int, size: int, dy_size: int):  # type: ignore[no-untyped-def]
+    """Two channels-last activations: a 3x3 conv's output y (size x size) and a 1x1 conv's output (dy_size)."""
+    x = _image(g, "x", 8, size)
+    dy = _image(g, "dy", channels, dy_size)
+    attrs = {"stride": (1, 1), "padding": ((1, 1), (1, 1)), "dilation": (1, 1), "groups": 1}
+    (y,) = g.add_layer("conv", [x, g.add_param("w", _f32(channels, 8, 3, 3))], attrs, name="conv")
+    (dyc,) = g.add_layer("conv", [dy, g.add_param("w2", _f32(channels, channels, 1, 1))],
+                         dict(attrs, padding=((0, 0), (0, 0))), name="conv_dy")
+    return y, dyc
+
+
 @pytest.mark.parametrize("channels", [16, 20])  # one full block of 16 channels; a block and a partial one
 def test_batch_norm_training_kernels_run_channels_last(channels: int) -> None:
     """batch_norm_train(+grad) on a conv's channels-last output: no conversion to plain, the reference's numbers."""
     g = Graph("bn_cl")
-    x = _image(g, "x", 8, 9)
-    dy = _image(g, "dy", channels, 9)
-    w = g.add_param("w", _f32(channels, 8, 3, 3))
-    attrs = {"stride": (1, 1), "padding": ((1, 1), (1, 1)), "dilation": (1, 1), "groups": 1}
-    (y,) = g.add_layer("conv", [x, w], attrs, name="conv")
-    (dyc,) = g.add_layer("conv", [dy, g.add_param("w2", _f32(channels, channels, 1, 1))],
-                         dict(attrs, padding=((0, 0), (0, 0))), name="conv_dy")
+    y, dyc = _channels_last_pair(g, channels, 9, 9)
     gamma, beta = g.add_param("gamma", _f32(channels)), g.add_param("beta", _f32(channels))
     normed, mean, invstd, var = g.add_layer("batch_norm_train", [y, gamma, beta], {"eps": 1e-5}, name="bn")
     (act,) = g.add_layer("relu", [normed], {}, name="relu")
@@ -175,14 +201,11 @@ def test_free_layout_outputs_are_reported_and_read_back_in_that_layout() -> None
     g.outputs = [z]
     graphs = derive(g, ["w", "w2"])
     forward, backward = graphs.forward, graphs.backward
-    forward.free_layout_outputs = set(range(graphs.model_outputs, len(forward.outputs)))
+    graphs.free_saved_layouts()
     compiled_forward = compile_graph(forward, "x86", passes=False)
     layouts = compiled_forward.metadata["output_layouts"]
     assert layouts, "the saved conv/relu activations should stay channels-last"
-    first_saved = len(graphs.differentiable)
-    for k, source in enumerate(graphs.saved):
-        if source.source == "output" and str(source.index) in layouts:
-            backward.inputs[first_saved + k].layout = tuple(layouts[str(source.index)])
+    graphs.read_saved_layouts(layouts)
     compiled_backward = compile_graph(backward, "x86", passes=False)
     params = {name: t.data for name, t in g.params.items()}
     for batch in (1, 3):
@@ -204,12 +227,7 @@ def test_free_layout_outputs_are_reported_and_read_back_in_that_layout() -> None
 def test_pooling_gradients_run_channels_last(channels: int) -> None:
     """max/avg pooling gradients of channels-last activations: per channel block, the reference's numbers."""
     g = Graph("pool_grad_cl")
-    x = _image(g, "x", 8, 9)
-    dy = _image(g, "dy", channels, 5)
-    attrs = {"stride": (1, 1), "padding": ((1, 1), (1, 1)), "dilation": (1, 1), "groups": 1}
-    (y,) = g.add_layer("conv", [x, g.add_param("w", _f32(channels, 8, 3, 3))], attrs, name="conv")
-    (dyc,) = g.add_layer("conv", [dy, g.add_param("w2", _f32(channels, channels, 1, 1))],
-                         dict(attrs, padding=((0, 0), (0, 0))), name="conv_dy")
+    y, dyc = _channels_last_pair(g, channels, 9, 5)
     window = {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1), "dilation": (1, 1), "ceil_mode": False,
               "input_shape": y.shape}
     (dmax,) = g.add_layer("max_pool_grad", [dyc, y], window, name="max_grad")

@@ -154,12 +154,12 @@ class OneDnnModule(DnnModule):
     def _describe(self, call: DnnCall, kc: KernelContext) -> list[str]:
         """Statements filling ``d`` for the batch ``N``."""
         anchor = call.anchor
-        x, w, out = anchor.inputs[0], anchor.inputs[1], call.output
-        has_bias = anchor.op != "matmul" and len(anchor.inputs) > 2
         if anchor.op == "linear_grad_weight" or anchor.attrs.get("linear_input_grad"):
             return _describe_linear_backward(anchor, call.output)
         if _backward(anchor):
             return _describe_backward(anchor, call.output, kc)
+        x, w, out = anchor.inputs[0], anchor.inputs[1], call.output
+        has_bias = anchor.op != "matmul" and len(anchor.inputs) > 2
         lines = [f"d->op = {_OP[anchor.op]};", f"d->static_weights = {int(bool(self.static_inputs(anchor)))};",
                  f"d->has_bias = {int(has_bias)};"]
         if anchor.op in ("conv", "conv_transpose"):
@@ -272,9 +272,9 @@ def _describe_backward(anchor: Layer, out: Tensor, kc: KernelContext) -> list[st
     dilation = [int(d) for d in anchor.attrs["dilation"]]
     if anchor.op == "conv_grad_weight":
         x, dy, w_shape, op, static = a, b, out.shape, "SOL_DNNL_CONV_BWD_WEIGHTS", 0
-        left = [p for p, _ in spatial_padding(anchor.attrs["padding"], r)]
+        pads = spatial_padding(anchor.attrs["padding"], r)
+        left, right = [p for p, _ in pads], [p for _, p in pads]
         lines = _tensor("d->src", x.shape, kc.layout(x)) + _tensor("d->dst", dy.shape, kc.layout(dy))
-        right = [int(p) for _, p in spatial_padding(anchor.attrs["padding"], r)]
     else:  # conv_transpose(dy, w) = the input gradient of conv(., w): dx is the conv's src
         dy, dx, w_shape, op, static = a, out, b.shape, "SOL_DNNL_CONV_BWD_DATA", 1
         left = [int(p) for p in anchor.attrs["padding"]]

@@ -78,11 +78,10 @@ class Step:
         state_outputs = range(variant.model_outputs, len(graph.outputs))
         self.variant = variant
         self.graphs: TrainingGraphs = derive(graph, set(params), set(inputs), non_differentiable=set(state_outputs))
-        # the saved activations go only from SOL's forward to SOL's backward: they keep the layout their producer
-        # writes (channels-last after a conv), instead of a copy into plain memory and another one back
-        self.graphs.forward.free_layout_outputs = set(range(self.graphs.model_outputs, len(self.graphs.forward.outputs)))
+        # the saved activations keep the layout their producer writes (channels-last after a conv)
+        self.graphs.free_saved_layouts()
         self.forward = compile_graph(self.graphs.forward, device)
-        self._hand_over_layouts()
+        self.graphs.read_saved_layouts(getattr(self.forward, "metadata", {}).get("output_layouts", {}))
         self.forward_params = ParamSlots(model, self.forward.param_names)
         self.backward = compile_graph(self.graphs.backward, device) if self.graphs.backward.outputs else None
         self.backward_params = ParamSlots(model, self.backward.param_names) if self.backward is not None else None
@@ -91,14 +90,6 @@ class Step:
         self.grad_params = list(self.graphs.param_grads)
         self.grad_inputs = list(self.graphs.input_grads)
         self.state_slots = ParamSlots(model, variant.state)
-
-    def _hand_over_layouts(self) -> None:
-        """Give each saved input of the backward the layout the compiled forward wrote it in."""
-        layouts = getattr(self.forward, "metadata", {}).get("output_layouts", {})
-        first_saved = len(self.graphs.differentiable)
-        for k, source in enumerate(self.graphs.saved):
-            order = layouts.get(str(source.index)) if source.source == "output" else None
-            self.graphs.backward.inputs[first_saved + k].layout = tuple(order) if order is not None else None
 
     def run_forward(self, inputs: list[torch.Tensor], batch: int) -> list[torch.Tensor]:
         """Every forward output: the model's, the buffer updates (also written into the model's buffers), the saved."""

@@ -116,6 +116,11 @@ struct Call {
     return found != batch_format.end() ? found->second : packed_weights;
   }
 
+  // The weights as execute receives them: packed (static weights) or as the graph holds them.
+  memory::desc given_weights(int64_t batch, const sol_dnnl_desc& d) const {
+    return static_weights ? weights_format(batch) : dense(d.weights);
+  }
+
   // The weights pointer to pass for `batch`: the packed buffer, or this batch size's reordered copy of it.
   const void* weights_for(int64_t batch, const void* packed) {
     if (!static_weights) return packed;
@@ -218,8 +223,6 @@ struct Call {
     return dnnl::convolution_forward(pd);
   }
 
-  // CONV_BWD_WEIGHTS: the gradient's format oneDNN picked per batch, and a buffer for it where that is
-  // not the dense order the graph wants (then reordered into the output after every call)
   // *_BWD_WEIGHTS: the formats oneDNN picked per batch for x, dy and dw; where one is not the dense order of the
   // graph's tensor, a buffer in that format (x and dy are reordered into it before, dw out of it after each call)
   struct Formats {
@@ -283,7 +286,7 @@ struct Call {
       fresh.pointers.emplace_back(arg, nullptr);
     };
     add(DNNL_ARG_SRC, dense(d.src));
-    add(DNNL_ARG_WEIGHTS, static_weights ? weights_format(batch) : dense(d.weights));
+    add(DNNL_ARG_WEIGHTS, given_weights(batch, d));
     if (d.has_bias) add(DNNL_ARG_BIAS, dense(d.bias));
     add(DNNL_ARG_DST, dense(d.dst));
     for (int i = 0; i < d.npost; ++i) {
@@ -388,8 +391,7 @@ void execute_backward(Call* call, int64_t batch, const void* a, const void* b, v
   std::unordered_map<int, memory> args;
   if (backward_data(call->op)) {
     args.emplace(DNNL_ARG_DIFF_DST, memory(dense(d.dst), engine, const_cast<void*>(a)));
-    args.emplace(DNNL_ARG_WEIGHTS, memory(call->static_weights ? call->weights_format(batch) : dense(d.weights), engine,
-                                          const_cast<void*>(b)));
+    args.emplace(DNNL_ARG_WEIGHTS, memory(call->given_weights(batch, d), engine, const_cast<void*>(b)));
     args.emplace(DNNL_ARG_DIFF_SRC, memory(dense(d.src), engine, out));
     entry.first.execute(cpu_stream(), args);
     cpu_stream().wait();
@@ -415,19 +417,17 @@ void execute_backward(Call* call, int64_t batch, const void* a, const void* b, v
   };
   args.emplace(DNNL_ARG_SRC, operand(dense(d.src), formats.src, a, buffers.src));
   args.emplace(DNNL_ARG_DIFF_DST, operand(dense(d.dst), formats.dst, b, buffers.dst));
+  // dw straight into the output, or into a buffer in oneDNN's format and reordered into the output after
   const memory::desc user = dense(d.weights);
-  if (formats.weights == user) {
-    args.emplace(DNNL_ARG_DIFF_WEIGHTS, memory(user, engine, out));
-    entry.first.execute(cpu_stream(), args);
-    cpu_stream().wait();
-    return;
+  memory result(user, engine, out);
+  memory grad = result;
+  if (formats.weights != user) {
+    buffers.weights.resize(formats.weights.get_size());
+    grad = memory(formats.weights, engine, buffers.weights.data());
   }
-  buffers.weights.resize(formats.weights.get_size());
-  memory grad(formats.weights, engine, buffers.weights.data());
   args.emplace(DNNL_ARG_DIFF_WEIGHTS, grad);
   entry.first.execute(cpu_stream(), args);
-  memory to(user, engine, out);
-  dnnl::reorder(grad, to).execute(cpu_stream(), grad, to);
+  if (formats.weights != user) dnnl::reorder(grad, result).execute(cpu_stream(), grad, result);
   cpu_stream().wait();
 }
 
@@ -457,8 +457,7 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
     auto& engine = cpu_engine();
     std::unordered_map<int, memory> args;
     args.emplace(DNNL_ARG_SRC, memory(dense(d.src), engine, const_cast<void*>(src)));
-    args.emplace(DNNL_ARG_WEIGHTS, memory(call->static_weights ? call->weights_format(batch) : dense(d.weights), engine,
-                                          const_cast<void*>(weights)));
+    args.emplace(DNNL_ARG_WEIGHTS, memory(call->given_weights(batch, d), engine, const_cast<void*>(weights)));
     if (d.has_bias) args.emplace(DNNL_ARG_BIAS, memory(dense(d.bias), engine, const_cast<void*>(bias)));
     args.emplace(DNNL_ARG_DST, memory(dense(d.dst), engine, dst));
     for (int i = 0, b = 0; i < d.npost; ++i) {

@@ -12,7 +12,7 @@ backward.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import SolUnsupportedError
@@ -42,6 +42,22 @@ class TrainingGraphs:
     saved: list[Saved] = field(default_factory=list)
     param_grads: list[str] = field(default_factory=list)
     input_grads: list[int] = field(default_factory=list)
+
+    def free_saved_layouts(self) -> None:
+        """Let the forward's planner leave the saved activations in the layout their producers write.
+
+        For a forward and a backward compiled separately: what the backward needs goes only from one to the
+        other, so a copy into plain memory and another one back would be wasted (see `read_saved_layouts`).
+        """
+        self.forward.free_layout_outputs = set(range(self.model_outputs, len(self.forward.outputs)))
+
+    def read_saved_layouts(self, output_layouts: Mapping[str, Sequence[int]]) -> None:
+        """Declare the backward's saved inputs in the layouts the compiled forward reported for its outputs
+        (its ``metadata["output_layouts"]``: output position -> memory order, for the non-plain ones)."""
+        first = len(self.differentiable)
+        for k, source in enumerate(self.saved):
+            order = output_layouts.get(str(source.index)) if source.source == "output" else None
+            self.backward.inputs[first + k].layout = tuple(order) if order is not None else None
 
 
 def copy_graph(graph: Graph, name: str) -> Graph:

@@ -20,19 +20,15 @@ from collections.abc import Callable, Sequence
 from ..ir import Layer, Tensor
 from .dnn import DnnModule
 
-#: ops whose kernels read every input through KernelContext.load (correct in any layout)
-LAYOUT_AWARE = frozenset({
-    "max_pool", "avg_pool", "adaptive_avg_pool", "adaptive_max_pool", "reduce_sum", "reduce_mean", "reduce_max",
-    "softmax", "log_softmax", "permute", "expand", "slice", "concat", "split", "pad", "channel_shuffle", "batch_norm",
-    "batch_norm_train", "batch_norm_train_grad", "max_pool_grad", "avg_pool_grad", "adaptive_avg_pool_grad",
-    "adaptive_max_pool_grad",
-})
 #: layout-aware ops whose outputs keep the channel at dim 1 and the rank of input 0 (they inherit its layout)
 LAYOUT_PRESERVING = frozenset({
     "max_pool", "avg_pool", "adaptive_avg_pool", "adaptive_max_pool", "slice", "concat", "split", "pad",
     "channel_shuffle", "batch_norm", "batch_norm_train", "batch_norm_train_grad", "max_pool_grad", "avg_pool_grad",
     "adaptive_avg_pool_grad", "adaptive_max_pool_grad",
 })
+#: ops whose kernels read every input through KernelContext.load (correct in any layout)
+LAYOUT_AWARE = LAYOUT_PRESERVING | {"reduce_sum", "reduce_mean", "reduce_max", "softmax", "log_softmax", "permute",
+                                    "expand"}
 
 Layouts = dict[int, tuple[int, ...]]
 

@@ -14,6 +14,7 @@ from ...errors import SolUnsupportedError
 from ...ir import Layer, Size, Tensor
 from .. import cexpr
 from ..flavour import Flavour
+from ..layout import channels_last
 from ..nest import Node
 
 
@@ -111,3 +112,28 @@ def spatial_padding(value: object, spatial: int) -> list[tuple[int, int]]:
         else:
             out.append((int(item), int(item)))  # type: ignore[call-overload]
     return out
+
+
+# -- channels-last kernels: a task owns a block of channels ---------------------------------------------------
+
+#: channels per task of the channels-last kernels: one 64-byte cache line of floats, so a task walking the
+#: pixels reads whole lines instead of striding C floats through the image once per channel
+CHANNEL_BLOCK = 16
+#: channel ``j`` of block ``cb``
+BLOCK_CHANNEL = f"(cb * {CHANNEL_BLOCK} + j)"
+
+
+def is_channels_last(kc: KernelContext, *tensors: Tensor) -> bool:
+    """Whether every tensor lies N, spatial..., C in memory."""
+    return all(t.rank >= 3 and kc.layout(t) == channels_last(t.rank) for t in tensors)
+
+
+def channel_blocks(channels: str) -> str:
+    """How many blocks cover ``channels``: the extent of the loop over ``cb``."""
+    return f"({channels} + {CHANNEL_BLOCK - 1}) / {CHANNEL_BLOCK}"
+
+
+def block_width(channels: str) -> str:
+    """The channels of block ``cb``: CHANNEL_BLOCK, fewer in the last block."""
+    b = CHANNEL_BLOCK
+    return f"({channels} - cb * {b} < {b} ? {channels} - cb * {b} : {b})"

@@ -16,9 +16,18 @@ from __future__ import annotations
 
 from ...ir import Layer, Tensor
 from .. import cexpr
-from ..layout import channels_last
 from ..nest import Block, Emit, Loop, Node, Stmt, index_vars
-from .base import KernelContext, ctype_of, kernel, optional_input
+from .base import (
+    BLOCK_CHANNEL,
+    CHANNEL_BLOCK,
+    KernelContext,
+    block_width,
+    channel_blocks,
+    ctype_of,
+    is_channels_last,
+    kernel,
+    optional_input,
+)
 
 
 def _over_channel(x_rank: int, sizes: list[str], inner: list[Node], vector: bool = True,
@@ -36,19 +45,13 @@ def _count(x_shape: tuple) -> str:  # type: ignore[type-arg]
     return cexpr.mul(*(cexpr.size(s) for i, s in enumerate(x_shape) if i != 1))
 
 
-#: channels per task of the channels-last nests: one 64-byte cache line of floats
-CHANNEL_BLOCK = 16
 #: chunks of pixel rows the channels-last passes are split into, so that layers with few channels (16, 24, 32
 #: in MobileNet's widest layers) still keep every thread busy; partial sums are combined per channel
 ROW_CHUNKS = 16
 
 
-def _is_channels_last(kc: KernelContext, *tensors: Tensor) -> bool:
-    return all(t.rank >= 3 and kc.layout(t) == channels_last(t.rank) for t in tensors)
-
-
 def _block_index(x: Tensor) -> list[str]:
-    return ["n", f"(cb * {CHANNEL_BLOCK} + j)", *index_vars("s", x.rank - 2)]
+    return ["n", BLOCK_CHANNEL, *index_vars("s", x.rank - 2)]
 
 
 def _chunked(x: Tensor, head: list[Node], inner: list[Node], tail: list[Node]) -> Loop:
@@ -56,7 +59,7 @@ def _chunked(x: Tensor, head: list[Node], inner: list[Node], tail: list[Node]) -
     channel ``j`` of the block (SIMD, NHWC's memory order); ``tail``. A row is one (n, s0, ..) of all but the
     last spatial dim; ``count`` (the pixels per channel) and ``width`` (the block's channels) are defined."""
     r = x.rank - 2
-    channels, block = cexpr.size(x.shape[1]), CHANNEL_BLOCK
+    channels = cexpr.size(x.shape[1])
     outer = [x.shape[0], *x.shape[2:-1]]
     names = ["n", *index_vars("s", r - 1)]
     rows = cexpr.mul(*(cexpr.size(s) for s in outer))
@@ -67,21 +70,21 @@ def _chunked(x: Tensor, head: list[Node], inner: list[Node], tail: list[Node]) -
     pixels: list[Node] = [Loop(f"s{r - 1}", cexpr.size(x.shape[-1]), [Loop("j", "width", inner, vector=True)])]
     task: list[Node] = [
         Stmt(f"const double count = (double)({_count(x.shape)}); (void)count;"),
-        Stmt(f"const int64_t width = {channels} - cb * {block} < {block} ? {channels} - cb * {block} : {block};"),
+        Stmt(f"const int64_t width = {block_width(channels)};"),
         Stmt(f"const int64_t rows = {rows};"),
         Stmt(f"const int64_t r0 = chunk * rows / {ROW_CHUNKS}, r1 = (chunk + 1) * rows / {ROW_CHUNKS};"),
         *head,
         Loop("row", "r1", [*decompose, *pixels], start="r0"),
         *tail,
     ]
-    return Loop("chunk", str(ROW_CHUNKS), [Loop("cb", f"({channels} + {block - 1}) / {block}", [Block(task)],
-                                                parallel=True)], parallel=True)
+    return Loop("chunk", str(ROW_CHUNKS), [Loop("cb", channel_blocks(channels), [Block(task)], parallel=True)],
+                parallel=True)
 
 
 def _partials(x: Tensor, names: tuple[str, str]) -> list[Node]:
     """Store the task's two per-channel sums into its row chunk's slots of ``sol_part``."""
     channels = cexpr.size(x.shape[1])
-    slot = f"(chunk * {channels} + cb * {CHANNEL_BLOCK} + j) * 2"
+    slot = f"(chunk * {channels} + {BLOCK_CHANNEL}) * 2"
     return [Loop("j", "width", [Stmt(f"sol_part[{slot}] = {names[0]}[j]; sol_part[{slot} + 1] = {names[1]}[j];")])]
 
 
@@ -107,7 +110,7 @@ def _batch_norm_train_channels_last(layer: Layer, kc: KernelContext) -> list[Nod
     shift = f" + (double){kc.load(bias, ['c'])}" if bias is not None else ""
     eps = cexpr.literal(layer.attrs["eps"], "float64")
     block, channels = CHANNEL_BLOCK, cexpr.size(x.shape[1])
-    block_first = ["0", f"(cb * {block} + j)", *["0"] * (x.rank - 2)]
+    block_first = ["0", BLOCK_CHANNEL, *["0"] * (x.rank - 2)]
     # sums of x - x[0, c, 0..]: the shift keeps the one-pass variance exact enough (no cancellation of large means)
     statistics = _chunked(x, [
         Stmt(f"double sh[{block}], s[{block}], q[{block}];"),
@@ -123,7 +126,7 @@ def _batch_norm_train_channels_last(layer: Layer, kc: KernelContext) -> list[Nod
         *_statistics(t, "mean", "var", eps, scale, kc),
         Stmt(f"sol_coef[c * 2] = a; sol_coef[c * 2 + 1] = -mean * a{shift};"),
     ], parallel=True)
-    c = f"(cb * {block} + j)"
+    c = BLOCK_CHANNEL
     normalise = _chunked(x, [], [Emit(f"({t})({xv} * sol_coef[{c} * 2] + sol_coef[{c} * 2 + 1])", tuple(index), 0)], [])
     return [Block([
         Stmt(f"double* sol_part = new double[{ROW_CHUNKS} * {channels} * 2];"),
@@ -142,7 +145,7 @@ def _batch_norm_train_grad_channels_last(layer: Layer, kc: KernelContext) -> lis
     xv, dyv = kc.load(x, index), kc.load(dy, index)
     w = f" * (double){kc.load(weight, ['c'])}" if weight is not None else ""
     block, channels = CHANNEL_BLOCK, cexpr.size(x.shape[1])
-    c = f"(cb * {block} + j)"
+    c = BLOCK_CHANNEL
     sums = _chunked(x, [
         Stmt(f"double mu[{block}], sdy[{block}], sdyx[{block}];"),
         Loop("j", "width", [Stmt(f"mu[j] = {kc.load(mean, [c])}; sdy[j] = 0; sdyx[j] = 0;")]),
@@ -186,7 +189,7 @@ def _statistics(t: str, mean: str, variance: str, eps: str, scale: str, kc: Kern
 def batch_norm_train(layer: Layer, kc: KernelContext) -> list[Node]:
     x = layer.inputs[0]
     y = layer.outputs[0]
-    if _is_channels_last(kc, x):
+    if is_channels_last(kc, x):
         return _batch_norm_train_channels_last(layer, kc)
     t = ctype_of(y, layer)
     weight, bias = optional_input(layer, 1), optional_input(layer, 2)
@@ -215,7 +218,7 @@ def batch_norm_train(layer: Layer, kc: KernelContext) -> list[Node]:
 @kernel("batch_norm_train_grad")
 def batch_norm_train_grad(layer: Layer, kc: KernelContext) -> list[Node]:
     dy, x, mean, invstd = layer.inputs[:4]
-    if _is_channels_last(kc, dy, x):
+    if is_channels_last(kc, dy, x):
         return _batch_norm_train_grad_channels_last(layer, kc)
     weight = optional_input(layer, 4)
     t = ctype_of(layer.outputs[0], layer)

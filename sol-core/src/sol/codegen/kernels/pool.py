@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...ir import Layer
 from .. import cexpr
 from ..nest import Block, Emit, Loop, Node, Stmt, index_vars, nest, nest_in_order
-from .base import KernelContext, ctype_of, kernel, spatial_padding
+from .base import CHANNEL_BLOCK, KernelContext, block_width, channel_blocks, ctype_of, kernel, spatial_padding
 
 
 def _lowest(dtype: str, t: str) -> str:
@@ -138,10 +138,6 @@ def adaptive_pool(layer: Layer, kc: KernelContext) -> list[Node]:
     return nest(ovars, [cexpr.size(s) for s in out.shape], body, vector_last=False)
 
 
-#: channels per task of the channels-last global pool: one 64-byte cache line of floats
-GLOBAL_POOL_CHANNELS = 16
-
-
 def _global_pool_channels_last(layer: Layer, kc: KernelContext) -> list[Node]:
     """Global pooling of an NHWC tensor (squeeze-excitation, classifier heads).
 
@@ -155,8 +151,8 @@ def _global_pool_channels_last(layer: Layer, kc: KernelContext) -> list[Node]:
     is_max = layer.op == "adaptive_max_pool"
     acc_t = t if is_max else "double"
     r = x.rank - 2
-    channels, block = cexpr.size(x.shape[1]), GLOBAL_POOL_CHANNELS
-    width = f"({channels} - cb * {block} < {block} ? {channels} - cb * {block} : {block})"
+    channels, block = cexpr.size(x.shape[1]), CHANNEL_BLOCK
+    width = block_width(channels)
     c = f"cb * {block} + c"
     spatial = [f"h{d}" for d in range(r)]
     update = f"acc[c] = sol_max<{t}>(acc[c], {kc.load(x, ['i0', c, *spatial])});" if is_max else \
@@ -173,5 +169,5 @@ def _global_pool_channels_last(layer: Layer, kc: KernelContext) -> list[Node]:
         Loop("c", width, [Emit(value, ("i0", c, *["0"] * r))]),
     ])]
     return [Loop("i0", cexpr.size(x.shape[0]), [
-        Loop("cb", f"({channels} + {block - 1}) / {block}", task, parallel=True),
+        Loop("cb", channel_blocks(channels), task, parallel=True),
     ], parallel=True)]

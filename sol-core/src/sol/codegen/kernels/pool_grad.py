@@ -17,13 +17,19 @@ from collections.abc import Callable
 
 from ...ir import Layer, Tensor
 from .. import cexpr
-from ..layout import channels_last
 from ..nest import Block, Emit, Loop, Node, Stmt, index_vars, nest
-from .base import KernelContext, ctype_of, kernel, spatial_padding
+from .base import (
+    BLOCK_CHANNEL,
+    CHANNEL_BLOCK,
+    KernelContext,
+    block_width,
+    channel_blocks,
+    ctype_of,
+    is_channels_last,
+    kernel,
+    spatial_padding,
+)
 from .pool import dilated_taps
-
-#: channels per task of the channels-last planes: one 64-byte cache line of floats
-CHANNEL_BLOCK = 16
 
 
 class Frame:
@@ -33,9 +39,9 @@ class Frame:
         out = layer.outputs[0]
         r = len(_sizes(layer)[1])
         # the inputs decide (the result is written through Emit, in whatever layout it has)
-        self.blocked = r == out.rank - 2 and all(kc.layout(t) == channels_last(t.rank) for t in tensors)
+        self.blocked = r == out.rank - 2 and is_channels_last(kc, *tensors)
         if self.blocked:
-            self.lead = ["l0", f"(cb * {CHANNEL_BLOCK} + j)"]
+            self.lead = ["l0", BLOCK_CHANNEL]
             self.slot: Callable[[str], str] = lambda where: f"({where}) * {CHANNEL_BLOCK} + j"
         else:
             self.lead = index_vars("l", out.rank - r)
@@ -61,14 +67,14 @@ def _plane(layer: Layer, kc: KernelContext, frame: Frame, scatter: list[Node], o
         return nest(frame.lead, [cexpr.size(s) for s in out.shape[:len(frame.lead)]], body, vector_last=False)
     emit = nest(svars, [str(s) for s in ins], [Loop("j", "width", [Emit(value, (*frame.lead, *svars))], vector=True)],
                 parallel=0, vector_last=False)
-    channels, block = cexpr.size(out.shape[1]), CHANNEL_BLOCK
+    channels = cexpr.size(out.shape[1])
     body = [
-        Stmt(f"const int64_t width = {channels} - cb * {block} < {block} ? {channels} - cb * {block} : {block};"),
-        Stmt(f"double* buf = new double[{area} * {block}]();"),
+        Stmt(f"const int64_t width = {block_width(channels)};"),
+        Stmt(f"double* buf = new double[{area} * {CHANNEL_BLOCK}]();"),
         *per_output, *emit, Stmt("delete[] buf;"),
     ]
     return [Loop("l0", cexpr.size(out.shape[0]), [
-        Loop("cb", f"({channels} + {block - 1}) / {block}", [Block(body)], parallel=True)], parallel=True)]
+        Loop("cb", channel_blocks(channels), [Block(body)], parallel=True)], parallel=True)]
 
 
 def _sizes(layer: Layer) -> tuple[list[int], list[int]]:
