@@ -22,6 +22,8 @@ from sol.codegen.dnn import DnnCall, DnnCode, DnnModule
 from sol.codegen.layout import channels_last
 from sol.ir import Layer, Size, Tensor
 
+from . import winograd
+
 if TYPE_CHECKING:  # the kernels package registers every op (slow to import): only the generator needs it
     from sol.codegen.kernels import KernelContext
 
@@ -48,11 +50,16 @@ def _float32(tensors: Sequence[Tensor]) -> bool:
 class OneDnnModule(DnnModule):
     name = "onednn"
 
-    def __init__(self, version: str = "") -> None:
+    def __init__(self, version: str = "", tuner: winograd.ConvTuner | None = None) -> None:
         self.version = version
+        self.tuner = tuner  # times Winograd against oneDNN per 3x3 convolution (None: the heuristic decides)
 
     def key(self) -> str:
-        return f"onednn {self.version}"
+        import sol
+
+        # the Winograd choice is part of the generated code, so what decides it is part of the cache key
+        use = sol.config.get(winograd.WINOGRAD_KEY.name, True)
+        return f"onednn {self.version}|winograd {int(use)}|autotuning {int(sol.config['autotuning'])}"
 
     # -- planning ---------------------------------------------------------
     def accepts(self, layer: Layer) -> bool:
@@ -115,7 +122,12 @@ class OneDnnModule(DnnModule):
             other = layer.inputs[1 - position]
             if other is value or (position == 1 and layer.op not in COMMUTATIVE):
                 return False
-            return _broadcast_kind(call.anchor, other, value) is not None
+            kind = _broadcast_kind(call.anchor, other, value)
+            if kind == "full" and other.rank == value.rank and call.layout(other) != call.layout(layer.outputs[0]):
+                # a full operand in another layout than the result leaves oneDNN only its reference kernel
+                # (~500x slower: a residual add of the model's NCHW input onto a channels-last conv)
+                return False
+            return kind is not None
         return False
 
     # -- code -------------------------------------------------------------
@@ -165,6 +177,8 @@ class OneDnnModule(DnnModule):
         if anchor.op in ("conv", "conv_transpose"):
             r = x.rank - 2
             groups = int(anchor.attrs.get("groups", 1))
+            if winograd.choose(anchor, call.post_ops, self.tuner):
+                lines.append("d->algorithm = SOL_DNNL_WINOGRAD;  // SOL's Winograd F(4x4,3x3): see sol_winograd.h")
             lines += _tensor("d->src", x.shape, kc.layout(x))
             lines += _tensor("d->dst", out.shape, kc.layout(out))
             lines += _tensor("d->weights", *_conv_weights(anchor.op, w.shape, groups))

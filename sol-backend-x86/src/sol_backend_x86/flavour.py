@@ -24,7 +24,7 @@ from pathlib import Path
 import sol
 from sol.codegen import CpuFlavour
 
-from . import glue
+from . import glue, winograd
 from .dnnl_module import OneDnnModule
 from .onednn import DNN_KEY, LIBRARY_KEY, default_search_dirs, find_library, library_version
 
@@ -81,7 +81,9 @@ class X86Flavour(CpuFlavour):
         wanted = bool(sol.config.get(DNN_KEY.name, True)) if dnn is None else dnn
         self._onednn = onednn_paths() if wanted else None
         if self._onednn is not None:
-            self.dnn = OneDnnModule(library_version(self._onednn[0].resolve()))
+            lib, include = self._onednn
+            tuner = winograd.ConvTuner(self.cc, include, lib, self.toolchain_id)
+            self.dnn = OneDnnModule(library_version(lib.resolve()), tuner)
 
     def prelude(self) -> str:
         text = super().prelude()

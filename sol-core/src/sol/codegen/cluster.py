@@ -90,10 +90,12 @@ def split_programs(graph: Graph) -> tuple[list[Layer], list[Layer], list[Tensor]
 
 
 def cluster(layers: Sequence[Layer], available: set[int], outputs: Sequence[Tensor],
-            dnn: DnnModule | None = None, static: frozenset[int] = frozenset()) -> list[Cluster]:
+            dnn: DnnModule | None = None, static: frozenset[int] = frozenset(),
+            layouts: Layouts | None = None) -> list[Cluster]:
     """Depth-first clusters of ``layers`` (topologically ordered); ``available``: tensors in memory before them.
 
-    ``static``: the parameters and the values derived from them only (what a library call may pack).
+    ``static``: the parameters and the values derived from them only (what a library call may pack);
+    ``layouts``: the planned layouts, which library calls see when they choose post-ops.
     """
     available = set(available)
     output_ids = {id(t) for t in outputs}
@@ -111,7 +113,7 @@ def cluster(layers: Sequence[Layer], available: set[int], outputs: Sequence[Tens
         if layer.op in ALIAS_OPS and id(layer.outputs[0]) not in output_ids:
             current = Cluster(layer, alias=True)
         elif dnn is not None and runs_in_library(dnn, layer, static):
-            current = Cluster(layer, dnn=DnnCall(calls, layer))
+            current = Cluster(layer, dnn=DnnCall(calls, layer, layouts=layouts or {}))
             calls += 1
             _grow_post_ops(current, dnn, layers[i + 1:], available, assigned, readers, output_ids)
         else:
@@ -189,5 +191,5 @@ def plan_programs(graph: Graph, dnn: DnnModule | None = None) -> Programs:
     main_layers, layouts = plan_layouts(main_layers, fixed, dnn,
                                         lambda layer: dnn is not None and runs_in_library(dnn, layer, derived), given)
     prepare = cluster(prepare_layers, base, [])
-    main = cluster(main_layers, derived | {id(t) for t in graph.inputs}, outputs, dnn, frozenset(derived))
+    main = cluster(main_layers, derived | {id(t) for t in graph.inputs}, outputs, dnn, frozenset(derived), layouts)
     return Programs(prepare, main, outputs, layouts)

@@ -10,7 +10,7 @@ flavour (``Flavour.dnn``); a flavour without one generates pure DFP code.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -27,6 +27,12 @@ class DnnCall:
     index: int
     anchor: Layer
     post_ops: list[Layer] = field(default_factory=list)
+    #: the planned memory order of every non-plain tensor (id -> order), for modules whose post-ops need
+    #: operands in the result's layout
+    layouts: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def layout(self, t: Tensor) -> tuple[int, ...]:
+        return self.layouts.get(id(t), tuple(range(t.rank)))
 
     @property
     def output(self) -> Tensor:

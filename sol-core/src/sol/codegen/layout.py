@@ -77,12 +77,24 @@ def plan_layouts(layers: Sequence[Layer], outputs: Sequence[Tensor], dnn: DnnMod
 
     #: model outputs a library call wrote in its own layout first: id(plain output) -> that copy
     shadows: dict[int, Tensor] = {}
-    from_library: set[int] = set()  # tensors a library call writes
+    #: tensors a library call writes, directly or through elementwise layers after it -> that call
+    from_library: dict[int, Layer] = {}
+    made_at: dict[int, int] = {}  # id(tensor) -> index in result of the layer that writes it
+    #: layout conversions of post-op operands, run before the call they join: id(call) -> conversions
+    hoisted: dict[int, list[Layer]] = {}
     for layer in layers:
         library = in_library(layer)
         inputs = list(layer.inputs)
+        # the library call or an elementwise layer after it (a post-op candidate)
+        call = _library_operand(layer, from_library, shadows)
+        near_library = library or (_elementwise(layer.op) and call is not None)
+        # a post-op candidate's full-size operands go into the call's layout: the library fuses them only then
+        post_op_layout = _post_op_layout(layer, from_library, shadows, have) if near_library and not library else None
         for i, t in enumerate(inputs):
             want = _wanted(layer, i, dnn if library else None)
+            operand = post_op_layout is not None and t.shape == layer.outputs[0].shape and id(t) not in from_library
+            if operand:
+                want = post_op_layout
             shadow = shadows.get(id(t))
             if shadow is not None and (want is None or same_memory(t, have(shadow), want)):
                 inputs[i] = shadow
@@ -93,13 +105,17 @@ def plan_layouts(layers: Sequence[Layer], outputs: Sequence[Tensor], dnn: DnnMod
             if key not in conversions:
                 converted = Tensor(f"{t.name}_{'plain' if want == plain(t.rank) else 'cl'}", t.dims, t.dtype)
                 record(converted, want)
-                result.append(Layer("identity", [t], [converted], {}, f"{layer.name}.layout{i}"))
+                conversion = Layer("identity", [t], [converted], {}, f"{layer.name}.layout{i}")
+                if operand and call is not None and made_at.get(id(t), -1) < made_at[id(call.outputs[0])]:
+                    hoisted.setdefault(id(call), []).append(conversion)  # ready when the call starts
+                else:
+                    made_at[id(converted)] = len(result)
+                    result.append(conversion)
                 conversions[key] = converted
             inputs[i] = conversions[key]
         if inputs != layer.inputs:
             layer = Layer(layer.op, inputs, layer.outputs, layer.attrs, layer.name)
-        # the library call or an elementwise layer after it (a post-op candidate)
-        near_library = library or (_elementwise(layer.op) and any(id(t) in from_library for t in inputs))
+        chain = layer if library else call
         if near_library and dnn is not None and len(layer.outputs) == 1 and id(layer.outputs[0]) in output_ids:
             # a model output must be plain, but a library call writing a layout other than its input's can
             # leave only the library's slow reference kernel: it writes its own layout, then a copy
@@ -108,18 +124,43 @@ def plan_layouts(layers: Sequence[Layer], outputs: Sequence[Tensor], dnn: DnnMod
             if order is not None and not same_memory(out, order, plain(out.rank)):
                 shadow = Tensor(f"{out.name}_cl", out.dims, out.dtype)
                 record(shadow, order)
-                result.append(Layer(layer.op, inputs, [shadow], layer.attrs, layer.name))
+                written = Layer(layer.op, inputs, [shadow], layer.attrs, layer.name)
+                made_at[id(shadow)] = len(result)
+                result.append(written)
                 result.append(Layer("identity", [shadow], [out], {}, f"{layer.name}.layout_out"))
                 shadows[id(out)] = shadow
-                from_library.add(id(shadow))
+                from_library[id(shadow)] = written if library else chain  # type: ignore[assignment]
                 continue
-        if library:
-            from_library.update(id(t) for t in layer.outputs)
+        if near_library:  # elementwise chains after a call are post-op candidates all the way down
+            from_library.update((id(t), chain) for t in layer.outputs)  # type: ignore[misc]
+        for t in layer.outputs:
+            made_at[id(t)] = len(result)
         result.append(layer)
         for t in layer.outputs:
             if id(t) not in output_ids:  # model outputs are the framework's plain buffers
                 record(t, _produced(layer, t, dnn if library else None, have))
+    if hoisted:
+        result = [before for layer in result for before in [*hoisted.get(id(layer), ()), layer]]
     return result, layouts
+
+
+def _library_operand(layer: Layer, from_library: dict[int, Layer], shadows: dict[int, Tensor]) -> Layer | None:
+    """The library call whose result (or a post-op candidate of it) ``layer`` reads, if any."""
+    for t in layer.inputs:
+        call = from_library.get(id(shadows.get(id(t), t)))
+        if call is not None:
+            return call
+    return None
+
+
+def _post_op_layout(layer: Layer, from_library: dict[int, Layer], shadows: dict[int, Tensor],
+                    have: Callable[[Tensor], tuple[int, ...]]) -> tuple[int, ...] | None:
+    """The layout of the library-written operand of an elementwise layer (None: it has none of the output's shape)."""
+    for t in layer.inputs:
+        t = shadows.get(id(t), t)
+        if id(t) in from_library and t.shape == layer.outputs[0].shape:
+            return have(t)
+    return None
 
 
 def _elementwise(op: str) -> bool:

@@ -1,0 +1,317 @@
+// Winograd F(4x4, 3x3) for channels-last fp32 on AVX2/FMA: see sol_winograd.h for the method.
+#include "sol_winograd.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define SOL_AVX2 __attribute__((target("avx2,fma")))
+#define SOL_HAVE_AVX2 1
+// fixed-size loops over registers: GCC -O2 keeps them rolled and spills the accumulators to the stack
+#define SOL_UNROLL _Pragma("GCC unroll 16")
+#else
+#define SOL_HAVE_AVX2 0
+#endif
+
+namespace sol_winograd {
+
+namespace {
+
+constexpr int kTile = 4;     // outputs per tile side
+constexpr int kPatch = 6;    // inputs per tile side
+constexpr int kPoints = 36;  // kPatch * kPatch transform points, one GEMM each
+constexpr int kRows = 6;     // GEMM micro-kernel: 6 tiles x 16 output channels in 12 accumulators
+constexpr int kCols = 16;
+
+// Per-thread scratch of the calling thread: the transformed input and the GEMM results of one chunk.
+thread_local std::vector<float> scratch_v, scratch_m;
+
+float* grow(std::vector<float>& buffer, size_t floats) {
+  if (buffer.size() < floats) buffer.resize(floats);
+  return buffer.data();
+}
+
+// Tiles per chunk: V and M of one chunk (36 x tiles x (C + K) floats) stay within about 4 MiB of L2/L3, so the
+// three phases hand their data on in cache; big batches run as several chunks (U is re-read per chunk).
+int64_t chunk_tiles(int64_t C, int64_t K, int64_t tiles) {
+  const int64_t budget = (4 << 20) / (kPoints * (C + K) * 4);
+  int64_t chunk = std::max<int64_t>(budget, 4 * kRows);
+  chunk = (chunk + kRows - 1) / kRows * kRows;
+  return std::min(chunk, tiles);
+}
+
+}  // namespace
+
+#if SOL_HAVE_AVX2
+
+namespace {
+
+struct Geometry {
+  int64_t N, H, W, C, K, Ho, Wo, tiles_h, tiles_w, tiles;
+};
+
+// 1-D input transform B^T d of six vectors (the rows of B^T: see Lavin & Gray, F(4,3)).
+SOL_AVX2 inline void input_1d(const __m256* d, __m256* r) {
+  const __m256 four = _mm256_set1_ps(4.0f), five = _mm256_set1_ps(5.0f), two = _mm256_set1_ps(2.0f);
+  r[0] = _mm256_add_ps(_mm256_fnmadd_ps(five, d[2], _mm256_mul_ps(four, d[0])), d[4]);
+  const __m256 a = _mm256_fnmadd_ps(four, d[2], d[4]);  // d4 - 4 d2
+  const __m256 b = _mm256_fnmadd_ps(four, d[1], d[3]);  // d3 - 4 d1
+  r[1] = _mm256_add_ps(a, b);
+  r[2] = _mm256_sub_ps(a, b);
+  const __m256 c = _mm256_sub_ps(d[4], d[2]);                   // d4 - d2
+  const __m256 e = _mm256_mul_ps(two, _mm256_sub_ps(d[3], d[1]));  // 2 (d3 - d1)
+  r[3] = _mm256_add_ps(c, e);
+  r[4] = _mm256_sub_ps(c, e);
+  r[5] = _mm256_add_ps(_mm256_fnmadd_ps(five, d[3], _mm256_mul_ps(four, d[1])), d[5]);
+}
+
+// 1-D output transform A^T m: six vectors -> four.
+SOL_AVX2 inline void output_1d(const __m256* m, __m256* o) {
+  const __m256 a = _mm256_add_ps(m[1], m[2]), b = _mm256_sub_ps(m[1], m[2]);
+  const __m256 c = _mm256_add_ps(m[3], m[4]), e = _mm256_sub_ps(m[3], m[4]);
+  o[0] = _mm256_add_ps(_mm256_add_ps(m[0], a), c);
+  o[1] = _mm256_fmadd_ps(_mm256_set1_ps(2.0f), e, b);
+  o[2] = _mm256_fmadd_ps(_mm256_set1_ps(4.0f), c, a);
+  o[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.0f), e, b), m[5]);
+}
+
+SOL_AVX2 inline __m256i lane_mask(int64_t lanes) {
+  const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes)), index);
+}
+
+// Transforms tile `t` (global index) for channels [c, c + lanes) into V (row `row` of the chunk).
+SOL_AVX2 void input_tile(const Geometry& g, const Conv& conv, const float* x, int64_t t, int64_t row,
+                         int64_t chunk, float* V) {
+  const int64_t n = t / (g.tiles_h * g.tiles_w), rest = t % (g.tiles_h * g.tiles_w);
+  const int64_t y0 = rest / g.tiles_w * kTile - conv.pad_t, x0 = rest % g.tiles_w * kTile - conv.pad_l;
+  const float* image = x + n * g.H * g.W * g.C;
+  const bool inside = y0 >= 0 && x0 >= 0 && y0 + kPatch <= g.H && x0 + kPatch <= g.W;
+  for (int64_t c = 0; c < g.C; c += 8) {
+    const int64_t lanes = std::min<int64_t>(8, g.C - c);
+    const __m256i mask = lane_mask(lanes);
+    __m256 d[kPatch][kPatch], tmp[kPatch][kPatch];
+    SOL_UNROLL
+    for (int i = 0; i < kPatch; ++i) {
+      SOL_UNROLL
+      for (int j = 0; j < kPatch; ++j) {
+        const int64_t yy = y0 + i, xx = x0 + j;
+        if (inside || (yy >= 0 && yy < g.H && xx >= 0 && xx < g.W)) {
+          const float* p = image + (yy * g.W + xx) * g.C + c;
+          d[i][j] = lanes == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask);
+        } else {
+          d[i][j] = _mm256_setzero_ps();
+        }
+      }
+    }
+    // B^T d along the columns, then (B^T d) B along the rows
+    SOL_UNROLL
+    for (int j = 0; j < kPatch; ++j) {
+      __m256 column[kPatch], out[kPatch];
+      SOL_UNROLL
+      for (int i = 0; i < kPatch; ++i) column[i] = d[i][j];
+      input_1d(column, out);
+      SOL_UNROLL
+      for (int i = 0; i < kPatch; ++i) tmp[i][j] = out[i];
+    }
+    SOL_UNROLL
+    for (int i = 0; i < kPatch; ++i) {
+      __m256 out[kPatch];
+      input_1d(tmp[i], out);
+      SOL_UNROLL
+      for (int j = 0; j < kPatch; ++j) {
+        float* dst = V + ((i * kPatch + j) * chunk + row) * g.C + c;
+        if (lanes == 8) _mm256_storeu_ps(dst, out[j]);
+        else _mm256_maskstore_ps(dst, mask, out[j]);
+      }
+    }
+  }
+}
+
+// M[rows x 16*W] = V[rows x C] * U[C x 16*W]: the GEMM micro-kernel, `rows` tiles by 8*blocks output channels.
+template <int ROWS, int BLOCKS>
+SOL_AVX2 void gemm_tile(const float* v, int64_t v_stride, const float* u, int64_t u_stride, int64_t C, float* m,
+                        int64_t m_stride) {
+  __m256 acc[ROWS][BLOCKS];
+  SOL_UNROLL
+  for (int r = 0; r < ROWS; ++r)
+    SOL_UNROLL
+    for (int b = 0; b < BLOCKS; ++b) acc[r][b] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < C; ++c) {
+    __m256 w[BLOCKS];
+    SOL_UNROLL
+    for (int b = 0; b < BLOCKS; ++b) w[b] = _mm256_loadu_ps(u + c * u_stride + 8 * b);
+    SOL_UNROLL
+    for (int r = 0; r < ROWS; ++r) {
+      const __m256 a = _mm256_broadcast_ss(v + r * v_stride + c);
+      SOL_UNROLL
+      for (int b = 0; b < BLOCKS; ++b) acc[r][b] = _mm256_fmadd_ps(a, w[b], acc[r][b]);
+    }
+  }
+  SOL_UNROLL
+  for (int r = 0; r < ROWS; ++r)
+    SOL_UNROLL
+    for (int b = 0; b < BLOCKS; ++b) _mm256_storeu_ps(m + r * m_stride + 8 * b, acc[r][b]);
+}
+
+template <int BLOCKS>
+SOL_AVX2 void gemm_rows(int rows, const float* v, int64_t v_stride, const float* u, int64_t u_stride, int64_t C,
+                        float* m, int64_t m_stride) {
+  switch (rows) {
+    case 6: gemm_tile<6, BLOCKS>(v, v_stride, u, u_stride, C, m, m_stride); break;
+    case 5: gemm_tile<5, BLOCKS>(v, v_stride, u, u_stride, C, m, m_stride); break;
+    case 4: gemm_tile<4, BLOCKS>(v, v_stride, u, u_stride, C, m, m_stride); break;
+    case 3: gemm_tile<3, BLOCKS>(v, v_stride, u, u_stride, C, m, m_stride); break;
+    case 2: gemm_tile<2, BLOCKS>(v, v_stride, u, u_stride, C, m, m_stride); break;
+    default: gemm_tile<1, BLOCKS>(v, v_stride, u, u_stride, C, m, m_stride); break;
+  }
+}
+
+SOL_AVX2 inline __m256 binary(int alg, __m256 a, __m256 b) {
+  switch (alg) {
+    case 1: return _mm256_mul_ps(a, b);
+    case 2: return _mm256_sub_ps(a, b);
+    case 3: return _mm256_div_ps(a, b);
+    case 4: return _mm256_max_ps(a, b);
+    case 5: return _mm256_min_ps(a, b);
+    default: return _mm256_add_ps(a, b);
+  }
+}
+
+// Bias and the post-ops for 8 output channels [k, k+8) at output offset `at` (in floats, NHWC).
+SOL_AVX2 inline __m256 epilogue(const Conv& conv, __m256 value, const float* bias, const void* const* post_src,
+                                int64_t at, int64_t k) {
+  if (bias) value = _mm256_add_ps(value, _mm256_loadu_ps(bias + k));
+  int binary_index = 0;
+  for (const PostOp& p : conv.post) {
+    if (p.kind == PostOp::RELU) {
+      const __m256 negative = _mm256_mul_ps(value, _mm256_set1_ps(p.alpha));
+      value = p.alpha == 0.0f ? _mm256_max_ps(value, _mm256_setzero_ps())
+                              : _mm256_blendv_ps(value, negative, _mm256_cmp_ps(value, _mm256_setzero_ps(), _CMP_LT_OQ));
+    } else if (p.kind == PostOp::CLIP) {
+      value = _mm256_min_ps(_mm256_max_ps(value, _mm256_set1_ps(p.alpha)), _mm256_set1_ps(p.beta));
+    } else {
+      const float* src = static_cast<const float*>(post_src[binary_index++]);
+      __m256 other;
+      if (p.broadcast == PostOp::FULL) other = _mm256_loadu_ps(src + at);
+      else if (p.broadcast == PostOp::CHANNEL) other = _mm256_loadu_ps(src + k);
+      else other = _mm256_set1_ps(src[0]);
+      value = binary(p.alg, value, other);
+    }
+  }
+  return value;
+}
+
+// Tile `t` (global), row `row` of the chunk: M -> 4x4 outputs for every output channel, into y.
+SOL_AVX2 void output_tile(const Geometry& g, const Conv& conv, const float* M, int64_t t, int64_t row,
+                          int64_t chunk, const float* bias, const void* const* post_src, float* y) {
+  const int64_t n = t / (g.tiles_h * g.tiles_w), rest = t % (g.tiles_h * g.tiles_w);
+  const int64_t y0 = rest / g.tiles_w * kTile, x0 = rest % g.tiles_w * kTile;
+  const int rows = static_cast<int>(std::min<int64_t>(kTile, g.Ho - y0));
+  const int cols = static_cast<int>(std::min<int64_t>(kTile, g.Wo - x0));
+  for (int64_t k = 0; k < g.K; k += 8) {
+    __m256 tmp[kTile][kPatch];
+    SOL_UNROLL
+    for (int j = 0; j < kPatch; ++j) {  // A^T m along the columns
+      __m256 column[kPatch], out[kTile];
+      SOL_UNROLL
+      for (int i = 0; i < kPatch; ++i) column[i] = _mm256_loadu_ps(M + ((i * kPatch + j) * chunk + row) * g.K + k);
+      output_1d(column, out);
+      SOL_UNROLL
+      for (int i = 0; i < kTile; ++i) tmp[i][j] = out[i];
+    }
+    for (int i = 0; i < rows; ++i) {  // then along the rows, storing what lies inside the output
+      __m256 out[kTile];
+      output_1d(tmp[i], out);
+      for (int j = 0; j < cols; ++j) {
+        const int64_t at = ((n * g.Ho + y0 + i) * g.Wo + x0 + j) * g.K + k;
+        _mm256_storeu_ps(y + at, epilogue(conv, out[j], bias, post_src, at, k));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool Conv::supported() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+
+void Conv::run(int64_t N, int64_t H, int64_t W, const float* x, const float* packed, const float* bias,
+               const void* const* post_src, float* y) const {
+  Geometry g;
+  g.N = N, g.H = H, g.W = W, g.C = C, g.K = K;
+  g.Ho = H + pad_t + pad_b - 2, g.Wo = W + pad_l + pad_r - 2;
+  g.tiles_h = (g.Ho + kTile - 1) / kTile, g.tiles_w = (g.Wo + kTile - 1) / kTile;
+  g.tiles = N * g.tiles_h * g.tiles_w;
+  const int64_t chunk = chunk_tiles(C, K, g.tiles);
+  float* V = grow(scratch_v, static_cast<size_t>(kPoints * chunk * C));
+  float* M = grow(scratch_m, static_cast<size_t>(kPoints * chunk * K));
+  const float* b = has_bias ? bias : nullptr;
+  const int64_t blocks16 = K / kCols, tail8 = K % kCols != 0;  // K is a multiple of 8 (see the eligibility check)
+  const int64_t row_groups = (chunk + kRows - 1) / kRows;
+#pragma omp parallel
+  for (int64_t first = 0; first < g.tiles; first += chunk) {
+    const int64_t count = std::min(chunk, g.tiles - first);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < count; ++r) input_tile(g, *this, x, first + r, r, chunk, V);
+    // one task: a transform point, a block of 16 (or the last 8) output channels, a group of rows; the rows go
+    // innermost so a task's slice of U stays in L1 while it walks its V rows
+    const int64_t col_tasks = blocks16 + tail8, groups = std::min<int64_t>(row_groups, (count + kRows - 1) / kRows);
+    const int64_t row_split = std::max<int64_t>(1, std::min<int64_t>(groups, 4));  // row groups per task set
+#pragma omp for collapse(3) schedule(dynamic, 1)
+    for (int64_t p = 0; p < kPoints; ++p) {
+      for (int64_t cb = 0; cb < col_tasks; ++cb) {
+        for (int64_t part = 0; part < row_split; ++part) {
+          const float* u = packed + p * C * K + cb * kCols;
+          const float* v = V + p * chunk * C;
+          float* m = M + p * chunk * K + cb * kCols;
+          const int64_t lo = part * groups / row_split * kRows, hi = std::min(count, (part + 1) * groups / row_split * kRows);
+          for (int64_t r = lo; r < hi; r += kRows) {
+            const int rows = static_cast<int>(std::min<int64_t>(kRows, hi - r));
+            if (cb < blocks16) gemm_rows<2>(rows, v + r * C, C, u, K, C, m + r * K, K);
+            else gemm_rows<1>(rows, v + r * C, C, u, K, C, m + r * K, K);
+          }
+        }
+      }
+    }
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < count; ++r) output_tile(g, *this, M, first + r, r, chunk, b, post_src, y);
+  }
+}
+
+#else  // no AVX2 code path on this target: never eligible
+
+bool Conv::supported() { return false; }
+void Conv::run(int64_t, int64_t, int64_t, const float*, const float*, const float*, const void* const*,
+               float*) const {}
+
+#endif
+
+void Conv::pack(const float* weights, float* packed) const {
+  // U = G g G^T per (k, c), in double so the packed weights carry no more rounding than the fp32 result
+  static const double G[kPatch][3] = {{1.0 / 4, 0, 0},
+                                      {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                      {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                      {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                      {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                      {0, 0, 1}};
+  const int64_t Cc = C, Kk = K;
+#pragma omp parallel for collapse(2)
+  for (int64_t k = 0; k < Kk; ++k) {
+    for (int64_t c = 0; c < Cc; ++c) {
+      const float* g = weights + (k * Cc + c) * 9;
+      double gg[kPatch][3];
+      for (int i = 0; i < kPatch; ++i)
+        for (int j = 0; j < 3; ++j) gg[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
+      for (int i = 0; i < kPatch; ++i)
+        for (int j = 0; j < kPatch; ++j) {
+          const double u = gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
+          packed[((i * kPatch + j) * Cc + c) * Kk + k] = static_cast<float>(u);
+        }
+    }
+  }
+}
+
+}  // namespace sol_winograd

@@ -1,0 +1,51 @@
+/* Winograd F(4x4, 3x3) convolution for channels-last fp32 tensors on AVX2/FMA (part of SOL's oneDNN glue).
+ *
+ * oneDNN 3.2 has Winograd kernels only for AVX-512; on AVX2 its direct 3x3 kernels run near the cores' peak,
+ * so the only way to be faster is to do fewer multiplications. F(4x4, 3x3) computes each 4x4 output tile
+ * from a 6x6 input patch with 36 multiplications per (input, output) channel pair instead of 144:
+ *
+ *   Y = A^T [ (G g G^T) .* (B^T d B) ] A      (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks")
+ *
+ * A call runs in three phases inside one OpenMP parallel region, over chunks of tiles sized to stay in cache:
+ *   1. input transform: each tile's 6x6 patch (zero outside the padded image) -> V[36][tiles][C]
+ *   2. 36 GEMMs M[p] = V[p] (tiles x C) * U[p] (C x K), U the weights transformed once at pack time
+ *   3. output transform: M -> 4x4 outputs, plus bias and the fused post-ops (activations, residual adds)
+ *
+ * The transforms are exact in real arithmetic; in fp32 the result differs from a direct convolution by a
+ * few ulps times the magnitude of the products (the transform coefficients are at most 8).
+ */
+#ifndef SOL_WINOGRAD_H
+#define SOL_WINOGRAD_H
+
+#include <cstdint>
+#include <vector>
+
+namespace sol_winograd {
+
+/* A post-op the output transform applies, in order: an activation or a binary op with a second tensor. */
+struct PostOp {
+  enum Kind { RELU, CLIP, BINARY } kind;
+  float alpha = 0, beta = 0;   // RELU: negative slope; CLIP: bounds
+  int alg = 0;                 // BINARY: 0 add, 1 mul, 2 sub, 3 div, 4 max, 5 min (sol_dnnl.h's order)
+  enum Broadcast { FULL, CHANNEL, SCALAR } broadcast = FULL;  // how src1 maps onto the NHWC output
+};
+
+struct Conv {
+  int64_t C = 0, K = 0;                  // input and output channels
+  int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;
+  bool has_bias = false;
+  std::vector<PostOp> post;
+
+  /* Whether this CPU runs the kernels (AVX2 + FMA). */
+  static bool supported();
+  int64_t packed_floats() const { return 36 * C * K; }
+  /* weights [K][C][3][3] -> U[36][C][K] */
+  void pack(const float* weights, float* packed) const;
+  /* x: [N][H][W][C], y: [N][Ho][Wo][K] (Ho = H + pad_t + pad_b - 2); post_src: src1 of each BINARY post-op */
+  void run(int64_t N, int64_t H, int64_t W, const float* x, const float* packed, const float* bias,
+           const void* const* post_src, float* y) const;
+};
+
+}  // namespace sol_winograd
+
+#endif

@@ -1,0 +1,134 @@
+"""Which 3x3 convolutions run as SOL's Winograd F(4x4, 3x3) kernel (glue/sol_winograd.cpp) instead of oneDNN.
+
+oneDNN 3.2 has no Winograd for AVX2, and its direct 3x3 kernels already run
+near the cores' peak, so doing 4x fewer multiplications is the one way left to
+be faster. Winograd pays for that with input and output transforms and with
+weights 4x the size, so it wins on layers with many output tiles and loses on
+small images (resnet's 7x7 layer is 3x slower) and thin layers.
+
+The choice per layer: with ``sol.config["autotuning"]`` on, both kernels are
+timed at compile time on the layer's shape (through the glue, loaded with
+ctypes) and the faster is kept; the result is cached per (shape, CPU, glue
+source), so each shape is timed once per machine. With autotuning off, a
+heuristic from those measurements decides. ``x86::winograd`` turns the kernel
+off altogether (e.g. for bit-closer results to a direct convolution: the
+Winograd result differs by a few float32 ulps of the products' magnitude).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import json
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+import sol
+from sol import cache, log
+from sol.ir import Layer
+from sol.records import ConfigKey
+
+from . import glue
+
+_log = log.get("x86")
+
+WINOGRAD_KEY = ConfigKey("x86::winograd", bool, True,
+                         "Run eligible 3x3 convolutions (stride 1, no groups) as SOL's Winograd F(4x4,3x3) kernel "
+                         "where it is faster than oneDNN (timed at compile time when autotuning is on).")
+
+#: Winograd must beat oneDNN by this factor in the timing to be chosen (ties go to the direct convolution)
+MARGIN = 0.95
+RUNS = 7
+#: eltwise post-ops the Winograd epilogue computes (see winograd_for in sol_dnnl.cpp); binary ops all work
+_ACTIVATIONS = frozenset({"relu", "leaky_relu", "clamp"})
+
+
+def eligible(layer: Layer, post_ops: list[Layer]) -> bool:
+    """Whether the Winograd kernel can compute this conv and its fused post-ops (shapes must be static)."""
+    if layer.op != "conv" or layer.inputs[0].rank != 4 or layer.attrs.get("trained_params"):
+        return False  # trained weights would be re-transformed every step
+    a, x, w = layer.attrs, layer.inputs[0], layer.inputs[1]
+    if not all(isinstance(s, int) for s in (*x.shape[1:], *w.shape)) or int(w.shape[0]) % 8 != 0:
+        return False
+    if int(a.get("groups", 1)) != 1 or tuple(w.shape[2:]) != (3, 3):
+        return False
+    if any(int(s) != 1 for s in a["stride"]) or any(int(d) != 1 for d in a["dilation"]):
+        return False
+    return all(p.op in _ACTIVATIONS or len(p.inputs) == 2 for p in post_ops)
+
+
+def choose(layer: Layer, post_ops: list[Layer], tuner: ConvTuner | None) -> bool:
+    """True: run ``layer`` as Winograd. Timed on this machine (autotuning) or by the heuristic."""
+    if not sol.config.get(WINOGRAD_KEY.name, True) or not eligible(layer, post_ops):
+        return False
+    from sol.codegen.kernels.base import spatial_padding  # lazy: the kernels load every op
+
+    x, w = layer.inputs[0], layer.inputs[1]
+    batch = x.shape[0] if isinstance(x.shape[0], int) else 1
+    (top, bottom), (left, right) = spatial_padding(layer.attrs["padding"], 2)
+    shape = (batch, int(x.shape[2]), int(x.shape[3]), int(w.shape[1]), int(w.shape[0]), top, left, bottom, right)
+    if not worth_timing(shape):
+        return False
+    if tuner is not None and sol.config["autotuning"]:
+        return tuner.winograd_faster(shape)
+    return heuristic(shape)
+
+
+def worth_timing(shape: tuple[int, ...]) -> bool:
+    """Enough work that the transforms could pay off (smaller layers take microseconds either way)."""
+    return _tiles(shape) >= 16 and min(shape[3], shape[4]) >= 16
+
+
+def heuristic(shape: tuple[int, ...]) -> bool:
+    """Enough 4x4 output tiles and channels to amortize the transforms (measured on AVX2: 56x56x64 runs 1.8x
+    faster, 28x28x128 1.4-2x, 14x14x256 1.1x, 7x7x512 3x slower, 13x13 with 64 input channels 1.25x slower)."""
+    return _tiles(shape) >= 48 and min(shape[3], shape[4]) >= 16
+
+
+def _tiles(shape: tuple[int, ...]) -> int:
+    """4x4 output tiles of a (batch, H, W, C, K, pad top, left, bottom, right) convolution."""
+    n, h, w, _, _, top, left, bottom, right = shape
+    return n * -(-(h + top + bottom - 2) // 4) * -(-(w + left + right - 2) // 4)
+
+
+class ConvTuner:
+    """Times oneDNN's and the Winograd 3x3 convolution through the glue (a shared library built once)."""
+
+    def __init__(self, cc: str, include_dir: Path, library: Path, toolchain: Callable[[], str]) -> None:
+        # toolchain: the flavour's toolchain_id, so the tuner links the same glue object as the models
+        self.cc, self.include_dir, self.library, self.toolchain = cc, include_dir, library, toolchain
+
+    def winograd_faster(self, shape: tuple[int, ...]) -> bool:
+        key = hashlib.sha256(f"winograd choice|{glue.source_hash()}|{self.cc}|{self.library}|{shape}".encode()).hexdigest()
+
+        def measure(directory: Path) -> dict[str, object]:
+            timings = {name: self._time(algorithm, shape) for name, algorithm in (("direct", 0), ("winograd", 1))}
+            (directory / "timings.json").write_text(json.dumps(timings))
+            _log.debug(f"x86 autotuning: 3x3 conv {shape}: oneDNN {timings['direct'] * 1e3:.3f} ms, "
+                      f"Winograd {timings['winograd'] * 1e3:.3f} ms")
+            return {"what": "x86 autotuning: 3x3 convolution", "shape": list(shape), **timings}
+
+        timings = cache.get_or_build(key, measure).metadata
+        direct, winograd = float(timings["direct"]), float(timings["winograd"])
+        return 0 < winograd < MARGIN * direct
+
+    def _time(self, algorithm: int, shape: tuple[int, ...]) -> float:
+        return float(self._functions().sol_dnnl_time_conv3x3(algorithm, *shape, RUNS))
+
+    @functools.cache  # noqa: B019 - one tuner per flavour, living as long as the process
+    def _functions(self) -> ctypes.CDLL:
+        obj = glue.glue_object(self.cc, self.include_dir, self.toolchain())
+        key = hashlib.sha256(f"glue tuning library|{obj}|{self.library}".encode()).hexdigest()
+
+        def build(directory: Path) -> dict[str, str]:
+            lib_dir = self.library.resolve().parent
+            glue._run([*shlex.split(self.cc), "-shared", "-fopenmp", str(obj), "-o", str(directory / "tuning.so"),
+                       f"-L{lib_dir}", f"-l:{self.library.name}", f"-Wl,-rpath,{lib_dir}"])
+            return {"what": "oneDNN glue for autotuning"}
+
+        lib = ctypes.CDLL(str(cache.get_or_build(key, build).file("tuning.so")))
+        lib.sol_dnnl_time_conv3x3.restype = ctypes.c_double
+        lib.sol_dnnl_time_conv3x3.argtypes = [ctypes.c_int32, *[ctypes.c_int64] * 9, ctypes.c_int32]
+        return lib

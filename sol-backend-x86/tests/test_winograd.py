@@ -1,0 +1,186 @@
+"""SOL's Winograd F(4x4, 3x3) convolution (glue/sol_winograd.cpp) and how layers are chosen for it.
+
+Winograd's float32 result differs from a direct convolution by rounding that
+scales with the magnitude of the products, not of the result; so each output
+is checked against the numpy reference to 1e-5 of sum(|w| |x|) + |b| there (the
+same graph run on absolute values), which is ~5x the error measured on
+resnet-sized layers and far below any real mistake (a wrong tap, tile or
+channel is off by whole products).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import sol
+from sol.compiler import compile_graph
+from sol.ir import BATCH, Dim, Graph, Purpose, Tensor
+from sol.ir.interpret import run_reference
+from sol_backend_x86 import winograd
+from sol_backend_x86.flavour import X86Flavour, onednn_paths
+
+pytestmark = pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed")
+
+RNG = np.random.default_rng(7)
+RELATIVE = 1e-5
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SOL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sol-cache"))
+        yield
+
+
+@pytest.fixture
+def always_winograd(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every eligible conv runs as Winograd, whatever its size (the heuristic, without timing)."""
+    monkeypatch.setitem(sol.config, "autotuning", False)
+    monkeypatch.setattr(winograd, "worth_timing", lambda shape: True)
+    monkeypatch.setattr(winograd, "heuristic", lambda shape: True)
+
+
+def _f32(*shape: int, scale: float = 1.0) -> np.ndarray:
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def _image(g: Graph, name: str, channels: int, size: int) -> Tensor:
+    return g.add_input(name, [Dim(BATCH, Purpose.N), Dim(channels, Purpose.C), Dim(size, Purpose.P),
+                              Dim(size, Purpose.P)])
+
+
+def _conv(g: Graph, x: Tensor, name: str, cin: int, cout: int, padding: int = 1, stride: int = 1) -> Tensor:
+    w = g.add_param(f"{name}.weight", _f32(cout, cin, 3, 3, scale=1 / (3 * cin ** 0.5)))
+    b = g.add_param(f"{name}.bias", _f32(cout))
+    attrs = {"stride": (stride, stride), "padding": ((padding, padding),) * 2, "dilation": (1, 1), "groups": 1}
+    (y,) = g.add_layer("conv", [x, w, b], attrs, name=name)
+    return y
+
+
+def _compile(g: Graph):  # type: ignore[no-untyped-def]
+    return compile_graph(g, "x86", passes=False)
+
+
+def _algorithms(compiled) -> int:  # type: ignore[no-untyped-def]
+    """How many library calls the generated code runs as Winograd."""
+    return compiled.source_path.read_text().count("d->algorithm = SOL_DNNL_WINOGRAD")
+
+
+def _check(g: Graph, compiled, batches: tuple[int, ...]) -> None:  # type: ignore[no-untyped-def]
+    params = {name: t.data for name, t in g.params.items()}
+    for batch in batches:
+        inputs = [_f32(batch, *[int(s) for s in t.shape[1:]]) for t in g.inputs]
+        got = compiled.run_numpy(inputs, params)
+        expected = run_reference(g, inputs, params)
+        magnitude = run_reference(g, [np.abs(x) for x in inputs], {k: np.abs(v) for k, v in params.items()})
+        for t, a, b, m in zip(g.outputs, got, expected, magnitude, strict=True):
+            bound = RELATIVE * m + 1e-6
+            worst = float(np.max(np.abs(a - b) - bound))
+            assert worst <= 0, f"{t.name} at batch {batch}: off by {worst:.3g} beyond the bound"
+
+
+@pytest.mark.parametrize("cin,cout,size,padding,batches", [
+    (16, 32, 14, 1, (1, 3)),   # whole tiles, a 16-wide and no 8-wide output block
+    (13, 24, 11, 0, (2,)),     # input channels not a multiple of 8, 16+8 output blocks, partial edge tiles
+    (8, 8, 9, 2, (1,)),        # padding wider than the kernel's reach: whole zero tiles at the border
+    (32, 64, 40, 1, (4,)),     # 400 tiles: more than one chunk of the tile loop
+])
+@pytest.mark.usefixtures("always_winograd")
+def test_winograd_conv_matches_reference(cin: int, cout: int, size: int, padding: int,
+                                         batches: tuple[int, ...]) -> None:
+    g = Graph(f"wino_{cin}_{cout}_{size}_{padding}")
+    x = _image(g, "x", cin, size)
+    (y,) = g.add_layer("relu", [_conv(g, x, "conv", cin, cout, padding)], name="act")
+    g.outputs = [y]
+    compiled = _compile(g)
+    assert _algorithms(compiled) == 1
+    _check(g, compiled, batches)
+
+
+@pytest.mark.usefixtures("always_winograd")
+def test_winograd_post_ops_residual_channel_and_scalar_operands() -> None:
+    """The epilogue: residual add (full), per-channel scale, clamp, leaky relu, scalar subtract, in order."""
+    g = Graph("wino_post")
+    x = _image(g, "x", 16, 12)
+    (a,) = g.add_layer("relu", [_conv(g, x, "conv1", 16, 16)], name="relu1")
+    y = _conv(g, a, "conv2", 16, 16)
+    (y,) = g.add_layer("add", [y, a], name="residual")
+    (y,) = g.add_layer("mul", [y, g.add_param("scale", _f32(1, 16, 1, 1))], name="scale")
+    (y,) = g.add_layer("clamp", [y], {"min": -1.0, "max": 6.0}, name="clamp")
+    (y,) = g.add_layer("leaky_relu", [y], {"negative_slope": 0.1}, name="leaky")
+    (y,) = g.add_layer("sub", [y, g.add_param("shift", np.full((1,), 0.25, np.float32))], name="shift")
+    g.outputs = [y]
+    compiled = _compile(g)
+    titles = [t for t in compiled.metadata["clusters"] if t.startswith("DNN ")]
+    assert titles[1] == ("DNN conv2 (conv) -> residual (add) -> scale (mul) -> clamp (clamp) -> leaky (leaky_relu)"
+                         " -> shift (sub)")
+    assert _algorithms(compiled) == 2
+    _check(g, compiled, (1, 2))
+
+
+@pytest.mark.usefixtures("always_winograd")
+def test_convolutions_winograd_cannot_run_stay_with_onednn() -> None:
+    """Stride 2, output channels not a multiple of 8, or a post-op outside the epilogue's (sigmoid)."""
+    g = Graph("wino_not")
+    x = _image(g, "x", 8, 12)
+    y = _conv(g, x, "strided", 8, 16, stride=2)
+    y = _conv(g, y, "odd", 16, 12)
+    (y,) = g.add_layer("sigmoid", [_conv(g, y, "sigmoid_after", 12, 16)], name="sig")
+    g.outputs = [y]
+    compiled = _compile(g)
+    assert _algorithms(compiled) == 0
+    _check(g, compiled, (1,))
+
+
+@pytest.mark.usefixtures("always_winograd")
+def test_winograd_weights_are_transformed_again_when_parameters_change() -> None:
+    g = Graph("wino_repack")
+    x = _image(g, "x", 16, 8)
+    g.outputs = [_conv(g, x, "conv", 16, 16)]
+    compiled = _compile(g)
+    assert _algorithms(compiled) == 1
+    inputs = [_f32(1, 16, 8, 8)]
+    for _ in range(2):
+        params = {name: _f32(*t.data.shape) for name, t in g.params.items()}  # type: ignore[union-attr]
+        np.testing.assert_allclose(compiled.run_numpy(inputs, params)[0], run_reference(g, inputs, params)[0],
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_config_switches_winograd_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sol.config, "autotuning", False)
+    monkeypatch.setitem(sol.config, "x86::winograd", False)
+    g = Graph("wino_off")
+    x = _image(g, "x", 64, 56)
+    g.outputs = [_conv(g, x, "conv", 64, 64)]
+    assert winograd.heuristic((1, 56, 56, 64, 64, 1, 1, 1, 1))  # it would be chosen otherwise
+    assert _algorithms(_compile(g)) == 0
+
+
+def test_heuristic_follows_the_measurements() -> None:
+    assert winograd.heuristic((1, 56, 56, 64, 64, 1, 1, 1, 1))     # resnet18 layer1: 1.8x faster measured
+    assert not winograd.heuristic((1, 7, 7, 512, 512, 1, 1, 1, 1))  # layer4: 3x slower
+    assert not winograd.heuristic((1, 56, 56, 8, 64, 1, 1, 1, 1))   # too few input channels
+    assert not winograd.worth_timing((1, 12, 12, 16, 16, 1, 1, 1, 1))  # 9 tiles: microseconds either way
+
+
+def test_autotuning_times_both_kernels_once_per_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    flavour = X86Flavour()
+    tuner = flavour.dnn.tuner  # type: ignore[union-attr]
+    assert tuner is not None
+    timed: list[tuple[int, tuple[int, ...]]] = []
+    original = tuner._time
+
+    def counting(algorithm: int, shape: tuple[int, ...]) -> float:
+        timed.append((algorithm, shape))
+        seconds = original(algorithm, shape)
+        assert seconds > 0, f"algorithm {algorithm} could not run {shape}"
+        return seconds
+
+    monkeypatch.setattr(tuner, "_time", counting)
+    shape = (1, 20, 20, 16, 32, 1, 1, 1, 1)
+    first = tuner.winograd_faster(shape)
+    assert sorted(a for a, _ in timed) == [0, 1]
+    assert tuner.winograd_faster(shape) == first  # the cached choice: no second timing
+    assert len(timed) == 2
