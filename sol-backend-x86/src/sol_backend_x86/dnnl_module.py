@@ -177,8 +177,10 @@ class OneDnnModule(DnnModule):
         if anchor.op in ("conv", "conv_transpose"):
             r = x.rank - 2
             groups = int(anchor.attrs.get("groups", 1))
-            if winograd.choose(anchor, call.post_ops, self.tuner):
-                lines.append("d->algorithm = SOL_DNNL_WINOGRAD;  // SOL's Winograd F(4x4,3x3): see sol_winograd.h")
+            algorithm = winograd.choose(anchor, call.post_ops, self.tuner)
+            if algorithm != winograd.DIRECT:
+                lines.append(f"d->algorithm = {winograd.C_NAMES[algorithm]};  // SOL's {winograd.NAMES[algorithm]}: "
+                             "see sol_winograd.h")
             lines += _tensor("d->src", x.shape, kc.layout(x))
             lines += _tensor("d->dst", out.shape, kc.layout(out))
             lines += _tensor("d->weights", *_conv_weights(anchor.op, w.shape, groups))

@@ -59,10 +59,16 @@ def eligible(layer: Layer, post_ops: list[Layer]) -> bool:
     return all(p.op in _ACTIVATIONS or len(p.inputs) == 2 for p in post_ops)
 
 
-def choose(layer: Layer, post_ops: list[Layer], tuner: ConvTuner | None) -> bool:
-    """True: run ``layer`` as Winograd. Timed on this machine (autotuning) or by the heuristic."""
+#: the glue's algorithms (SOL_DNNL_DIRECT, SOL_DNNL_WINOGRAD, SOL_DNNL_WINOGRAD_2X2 in sol_dnnl.h), by name
+DIRECT, WINOGRAD_4X4, WINOGRAD_2X2 = 0, 1, 2
+NAMES = {DIRECT: "oneDNN", WINOGRAD_4X4: "Winograd F(4x4,3x3)", WINOGRAD_2X2: "Winograd F(2x2,3x3)"}
+C_NAMES = {WINOGRAD_4X4: "SOL_DNNL_WINOGRAD", WINOGRAD_2X2: "SOL_DNNL_WINOGRAD_2X2"}
+
+
+def choose(layer: Layer, post_ops: list[Layer], tuner: ConvTuner | None) -> int:
+    """How ``layer`` runs (DIRECT: oneDNN): timed on this machine (autotuning) or by the heuristic."""
     if not sol.config.get(WINOGRAD_KEY.name, True) or not eligible(layer, post_ops):
-        return False
+        return DIRECT
     from sol.codegen.kernels.base import spatial_padding  # lazy: the kernels load every op
 
     x, w = layer.inputs[0], layer.inputs[1]
@@ -70,49 +76,55 @@ def choose(layer: Layer, post_ops: list[Layer], tuner: ConvTuner | None) -> bool
     (top, bottom), (left, right) = spatial_padding(layer.attrs["padding"], 2)
     shape = (batch, int(x.shape[2]), int(x.shape[3]), int(w.shape[1]), int(w.shape[0]), top, left, bottom, right)
     if not worth_timing(shape):
-        return False
+        return DIRECT
     if tuner is not None and sol.config["autotuning"]:
-        return tuner.winograd_faster(shape)
+        return tuner.fastest(shape)
     return heuristic(shape)
 
 
 def worth_timing(shape: tuple[int, ...]) -> bool:
     """Enough work that the transforms could pay off (smaller layers take microseconds either way)."""
-    return _tiles(shape) >= 16 and min(shape[3], shape[4]) >= 16
+    return _tiles(shape, 4) >= 16 and min(shape[3], shape[4]) >= 16
 
 
-def heuristic(shape: tuple[int, ...]) -> bool:
-    """Enough 4x4 output tiles and channels to amortize the transforms (measured on AVX2: 56x56x64 runs 1.8x
-    faster, 28x28x128 1.4-2x, 14x14x256 1.1x, 7x7x512 3x slower, 13x13 with 64 input channels 1.25x slower)."""
-    return _tiles(shape) >= 48 and min(shape[3], shape[4]) >= 16
+def heuristic(shape: tuple[int, ...]) -> int:
+    """Enough output tiles and channels to amortize the transforms (measured on AVX2 with cold caches: 56x56x64
+    runs 1.3-1.7x faster as F(4x4), 28x28x128 1.5-1.7x, 14x14x256 1.0x; 7x7x512 3x slower, 13x13 with 64 input
+    channels 1.25x slower). F(2x2) for mid-sized images with many channels, where F(4x4)'s weights stream from
+    memory at every call."""
+    if _tiles(shape, 4) >= 48 and min(shape[3], shape[4]) >= 16:
+        return WINOGRAD_4X4
+    return DIRECT
 
 
-def _tiles(shape: tuple[int, ...]) -> int:
-    """4x4 output tiles of a (batch, H, W, C, K, pad top, left, bottom, right) convolution."""
+def _tiles(shape: tuple[int, ...], size: int) -> int:
+    """size x size output tiles of a (batch, H, W, C, K, pad top, left, bottom, right) convolution."""
     n, h, w, _, _, top, left, bottom, right = shape
-    return n * -(-(h + top + bottom - 2) // 4) * -(-(w + left + right - 2) // 4)
+    return n * -(-(h + top + bottom - 2) // size) * -(-(w + left + right - 2) // size)
 
 
 class ConvTuner:
-    """Times oneDNN's and the Winograd 3x3 convolution through the glue (a shared library built once)."""
+    """Times oneDNN's and the Winograd 3x3 convolutions through the glue (a shared library built once)."""
 
     def __init__(self, cc: str, include_dir: Path, library: Path, toolchain: Callable[[], str]) -> None:
         # toolchain: the flavour's toolchain_id, so the tuner links the same glue object as the models
         self.cc, self.include_dir, self.library, self.toolchain = cc, include_dir, library, toolchain
 
-    def winograd_faster(self, shape: tuple[int, ...]) -> bool:
+    def fastest(self, shape: tuple[int, ...]) -> int:
+        """The fastest algorithm for the shape; Winograd must beat oneDNN by MARGIN (cached per shape)."""
         key = hashlib.sha256(f"winograd choice|{glue.source_hash()}|{self.cc}|{self.library}|{shape}".encode()).hexdigest()
 
         def measure(directory: Path) -> dict[str, object]:
-            timings = {name: self._time(algorithm, shape) for name, algorithm in (("direct", 0), ("winograd", 1))}
+            timings = {str(algorithm): self._time(algorithm, shape) for algorithm in NAMES}
             (directory / "timings.json").write_text(json.dumps(timings))
-            _log.debug(f"x86 autotuning: 3x3 conv {shape}: oneDNN {timings['direct'] * 1e3:.3f} ms, "
-                      f"Winograd {timings['winograd'] * 1e3:.3f} ms")
-            return {"what": "x86 autotuning: 3x3 convolution", "shape": list(shape), **timings}
+            _log.debug("x86 autotuning: 3x3 conv %s: %s", shape, ", ".join(
+                f"{NAMES[int(a)]} {t * 1e3:.3f} ms" for a, t in timings.items()))
+            return {"what": "x86 autotuning: 3x3 convolution", "shape": list(shape), "seconds": timings}
 
-        timings = cache.get_or_build(key, measure).metadata
-        direct, winograd = float(timings["direct"]), float(timings["winograd"])
-        return 0 < winograd < MARGIN * direct
+        timings = {int(a): float(t) for a, t in cache.get_or_build(key, measure).metadata["seconds"].items()}
+        direct = timings[DIRECT]
+        candidates = [(t, a) for a, t in timings.items() if a != DIRECT and 0 < t < MARGIN * direct]
+        return min(candidates)[1] if candidates else DIRECT
 
     def _time(self, algorithm: int, shape: tuple[int, ...]) -> float:
         return float(self._functions().sol_dnnl_time_conv3x3(algorithm, *shape, RUNS))

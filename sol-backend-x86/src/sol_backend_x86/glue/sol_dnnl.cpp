@@ -328,13 +328,15 @@ std::unique_ptr<sol_winograd::Conv> winograd_for(const sol_dnnl_desc& d) {
   const int32_t channels_last[] = {0, 2, 3, 1}, plain[] = {0, 1, 2, 3};
   const bool nhwc = src.ndims == 4 && dst.ndims == 4 && std::equal(src.order, src.order + 4, channels_last) &&
                     std::equal(dst.order, dst.order + 4, channels_last);
-  if (d.op != SOL_DNNL_CONV || d.algorithm != SOL_DNNL_WINOGRAD || !d.static_weights || !nhwc || w.ndims != 4 ||
+  const bool winograd = d.algorithm == SOL_DNNL_WINOGRAD || d.algorithm == SOL_DNNL_WINOGRAD_2X2;
+  if (d.op != SOL_DNNL_CONV || !winograd || !d.static_weights || !nhwc || w.ndims != 4 ||
       !std::equal(w.order, w.order + 4, plain) || w.dims[2] != 3 || w.dims[3] != 3 || w.dims[0] % 8 != 0 ||
       !sol_winograd::Conv::supported())
     return nullptr;
   for (int i = 0; i < 2; ++i)
     if (d.stride[i] != 1 || d.dilation[i] != 0) return nullptr;
   auto conv = std::make_unique<sol_winograd::Conv>();
+  conv->tile = d.algorithm == SOL_DNNL_WINOGRAD_2X2 ? 2 : 4;
   conv->K = w.dims[0], conv->C = w.dims[1];
   conv->pad_t = d.pad_l[0], conv->pad_l = d.pad_l[1], conv->pad_b = d.pad_r[0], conv->pad_r = d.pad_r[1];
   conv->has_bias = d.has_bias != 0;
@@ -392,7 +394,7 @@ void* sol_dnnl_create(sol_dnnl_fill fill, int64_t batch) {
     call->user_weights = dense(d.weights);
     call->winograd = winograd_for(d);
     if (call->winograd) {  // no oneDNN primitive: the handle keeps the descriptor for the shapes
-      call->impl = "winograd_4x4_3x3:sol:avx2";
+      call->impl = call->winograd->tile == 2 ? "winograd_2x2_3x3:sol:avx2" : "winograd_4x4_3x3:sol:avx2";
       call->by_batch.emplace(batch, std::make_pair(dnnl::primitive(), d));
       return call.release();
     }
@@ -584,7 +586,7 @@ __attribute__((visibility("default"))) double sol_dnnl_time_conv3x3(int32_t algo
   void* handle = sol_dnnl_create(fill, N);
   if (!handle) return -1.0;
   std::unique_ptr<Call> call(static_cast<Call*>(handle));
-  if (algorithm == SOL_DNNL_WINOGRAD && !call->winograd) return -1.0;
+  if (algorithm != SOL_DNNL_DIRECT && !call->winograd) return -1.0;
   const int64_t Ho = H + pad_top + pad_bottom - 2, Wo = W + pad_left + pad_right - 2;
   std::vector<float> x(N * H * W * C, 0.5f), w(K * C * 9, 0.01f), bias(K, 0.1f), y(N * Ho * Wo * K);
   std::vector<char> packed(sol_dnnl_packed_bytes(handle) + 64);

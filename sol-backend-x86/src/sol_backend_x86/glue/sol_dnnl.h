@@ -53,14 +53,14 @@ typedef struct sol_dnnl_post {
   sol_dnnl_tensor src1;
 } sol_dnnl_post;
 
-/* How a forward convolution runs: oneDNN's choice, or SOL's Winograd F(4x4, 3x3) (3x3 kernels, stride 1, no
- * dilation or groups, channels-last src/dst, static weights, output channels a multiple of 8, post-ops among
- * relu/clip and binary ops; otherwise, or on a CPU without AVX2/FMA, it falls back to oneDNN). */
-enum { SOL_DNNL_DIRECT = 0, SOL_DNNL_WINOGRAD = 1 };
+/* How a forward convolution runs: oneDNN's choice, or SOL's Winograd F(4x4, 3x3) or F(2x2, 3x3) (3x3 kernels,
+ * stride 1, no dilation or groups, channels-last src/dst, static weights, output channels a multiple of 8,
+ * post-ops among relu/clip and binary ops; otherwise, or on a CPU without AVX2/FMA, it falls back to oneDNN). */
+enum { SOL_DNNL_DIRECT = 0, SOL_DNNL_WINOGRAD = 1, SOL_DNNL_WINOGRAD_2X2 = 2 };
 
 typedef struct sol_dnnl_desc {
   int32_t op;              /* SOL_DNNL_CONV / DECONV / MATMUL / INNER_PRODUCT */
-  int32_t algorithm;       /* SOL_DNNL_DIRECT or SOL_DNNL_WINOGRAD (forward convolutions) */
+  int32_t algorithm;       /* SOL_DNNL_DIRECT or SOL_DNNL_WINOGRAD(_2X2) (forward convolutions) */
   int32_t static_weights;  /* 1: weights are parameters, packed once by sol_dnnl_pack */
   int32_t has_bias;
   int32_t npost;
@@ -89,8 +89,8 @@ int sol_dnnl_pack(void* handle, const void* weights, void* packed);
 /* one call; weights: the packed weights (static) or the runtime operand; post_src: src1 of each binary post-op */
 int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* weights, const void* bias,
                      const void* const* post_src, void* dst);
-/* the implementation oneDNN picked for the creation batch, e.g. "brgconv:avx2" ("winograd_4x4_3x3:sol:avx2" for
- * SOL's own) */
+/* the implementation oneDNN picked for the creation batch, e.g. "brgconv:avx2" ("winograd_4x4_3x3:sol:avx2" or
+ * "winograd_2x2_3x3:sol:avx2" for SOL's own) */
 const char* sol_dnnl_impl(void* handle);
 
 /* Autotuning (called at compile time through ctypes): the median seconds of one channels-last 3x3 convolution

@@ -20,9 +20,11 @@ namespace sol_winograd {
 
 namespace {
 
-constexpr int kTile = 4;     // outputs per tile side
-constexpr int kPatch = 6;    // inputs per tile side
-constexpr int kPoints = 36;  // kPatch * kPatch transform points, one GEMM each
+// F(T x T, 3x3): T outputs per tile side from T + 2 inputs, (T + 2)^2 transform points (one GEMM each)
+template <int T>
+struct Tile {
+  static constexpr int kTile = T, kPatch = T + 2, kPoints = (T + 2) * (T + 2);
+};
 constexpr int kRows = 6;     // GEMM micro-kernel: 6 tiles x 16 output channels in 12 accumulators
 constexpr int kCols = 16;
 
@@ -34,10 +36,10 @@ float* grow(std::vector<float>& buffer, size_t floats) {
   return buffer.data();
 }
 
-// Tiles per chunk: V and M of one chunk (36 x tiles x (C + K) floats) stay within about 4 MiB of L2/L3, so the
-// three phases hand their data on in cache; big batches run as several chunks (U is re-read per chunk).
-int64_t chunk_tiles(int64_t C, int64_t K, int64_t tiles) {
-  const int64_t budget = (4 << 20) / (kPoints * (C + K) * 4);
+// Tiles per chunk: V and M of one chunk (points x tiles x (C + K) floats) stay within about 4 MiB of L2/L3, so
+// the three phases hand their data on in cache; big batches run as several chunks (U is re-read per chunk).
+int64_t chunk_tiles(int points, int64_t C, int64_t K, int64_t tiles) {
+  const int64_t budget = (4 << 20) / (points * (C + K) * 4);
   int64_t chunk = std::max<int64_t>(budget, 4 * kRows);
   chunk = (chunk + kRows - 1) / kRows * kRows;
   return std::min(chunk, tiles);
@@ -53,23 +55,39 @@ struct Geometry {
   int64_t N, H, W, C, K, Ho, Wo, tiles_h, tiles_w, tiles;
 };
 
-// 1-D input transform B^T d of six vectors (the rows of B^T: see Lavin & Gray, F(4,3)).
-SOL_AVX2 inline void input_1d(const __m256* d, __m256* r) {
+// 1-D input transforms B^T d (the rows of B^T: Lavin & Gray), F(4,3) on six vectors and F(2,3) on four.
+template <int T>
+SOL_AVX2 inline void input_1d(const __m256* d, __m256* r);
+
+template <>
+SOL_AVX2 inline void input_1d<4>(const __m256* d, __m256* r) {
   const __m256 four = _mm256_set1_ps(4.0f), five = _mm256_set1_ps(5.0f), two = _mm256_set1_ps(2.0f);
   r[0] = _mm256_add_ps(_mm256_fnmadd_ps(five, d[2], _mm256_mul_ps(four, d[0])), d[4]);
   const __m256 a = _mm256_fnmadd_ps(four, d[2], d[4]);  // d4 - 4 d2
   const __m256 b = _mm256_fnmadd_ps(four, d[1], d[3]);  // d3 - 4 d1
   r[1] = _mm256_add_ps(a, b);
   r[2] = _mm256_sub_ps(a, b);
-  const __m256 c = _mm256_sub_ps(d[4], d[2]);                   // d4 - d2
+  const __m256 c = _mm256_sub_ps(d[4], d[2]);                      // d4 - d2
   const __m256 e = _mm256_mul_ps(two, _mm256_sub_ps(d[3], d[1]));  // 2 (d3 - d1)
   r[3] = _mm256_add_ps(c, e);
   r[4] = _mm256_sub_ps(c, e);
   r[5] = _mm256_add_ps(_mm256_fnmadd_ps(five, d[3], _mm256_mul_ps(four, d[1])), d[5]);
 }
 
-// 1-D output transform A^T m: six vectors -> four.
-SOL_AVX2 inline void output_1d(const __m256* m, __m256* o) {
+template <>
+SOL_AVX2 inline void input_1d<2>(const __m256* d, __m256* r) {
+  r[0] = _mm256_sub_ps(d[0], d[2]);
+  r[1] = _mm256_add_ps(d[1], d[2]);
+  r[2] = _mm256_sub_ps(d[2], d[1]);
+  r[3] = _mm256_sub_ps(d[1], d[3]);
+}
+
+// 1-D output transforms A^T m: six vectors -> four (F(4,3)), four -> two (F(2,3)).
+template <int T>
+SOL_AVX2 inline void output_1d(const __m256* m, __m256* o);
+
+template <>
+SOL_AVX2 inline void output_1d<4>(const __m256* m, __m256* o) {
   const __m256 a = _mm256_add_ps(m[1], m[2]), b = _mm256_sub_ps(m[1], m[2]);
   const __m256 c = _mm256_add_ps(m[3], m[4]), e = _mm256_sub_ps(m[3], m[4]);
   o[0] = _mm256_add_ps(_mm256_add_ps(m[0], a), c);
@@ -78,14 +96,22 @@ SOL_AVX2 inline void output_1d(const __m256* m, __m256* o) {
   o[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.0f), e, b), m[5]);
 }
 
+template <>
+SOL_AVX2 inline void output_1d<2>(const __m256* m, __m256* o) {
+  o[0] = _mm256_add_ps(_mm256_add_ps(m[0], m[1]), m[2]);
+  o[1] = _mm256_sub_ps(_mm256_sub_ps(m[1], m[2]), m[3]);
+}
+
 SOL_AVX2 inline __m256i lane_mask(int64_t lanes) {
   const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes)), index);
 }
 
 // Transforms tile `t` (global index) for channels [c, c + lanes) into V (row `row` of the chunk).
+template <int T>
 SOL_AVX2 void input_tile(const Geometry& g, const Conv& conv, const float* x, int64_t t, int64_t row,
                          int64_t chunk, float* V) {
+  constexpr int kTile = Tile<T>::kTile, kPatch = Tile<T>::kPatch;
   const int64_t n = t / (g.tiles_h * g.tiles_w), rest = t % (g.tiles_h * g.tiles_w);
   const int64_t y0 = rest / g.tiles_w * kTile - conv.pad_t, x0 = rest % g.tiles_w * kTile - conv.pad_l;
   const float* image = x + n * g.H * g.W * g.C;
@@ -113,14 +139,14 @@ SOL_AVX2 void input_tile(const Geometry& g, const Conv& conv, const float* x, in
       __m256 column[kPatch], out[kPatch];
       SOL_UNROLL
       for (int i = 0; i < kPatch; ++i) column[i] = d[i][j];
-      input_1d(column, out);
+      input_1d<T>(column, out);
       SOL_UNROLL
       for (int i = 0; i < kPatch; ++i) tmp[i][j] = out[i];
     }
     SOL_UNROLL
     for (int i = 0; i < kPatch; ++i) {
       __m256 out[kPatch];
-      input_1d(tmp[i], out);
+      input_1d<T>(tmp[i], out);
       SOL_UNROLL
       for (int j = 0; j < kPatch; ++j) {
         float* dst = V + ((i * kPatch + j) * chunk + row) * g.C + c;
@@ -205,9 +231,11 @@ SOL_AVX2 inline __m256 epilogue(const Conv& conv, __m256 value, const float* bia
   return value;
 }
 
-// Tile `t` (global), row `row` of the chunk: M -> 4x4 outputs for every output channel, into y.
+// Tile `t` (global), row `row` of the chunk: M -> T x T outputs for every output channel, into y.
+template <int T>
 SOL_AVX2 void output_tile(const Geometry& g, const Conv& conv, const float* M, int64_t t, int64_t row,
                           int64_t chunk, const float* bias, const void* const* post_src, float* y) {
+  constexpr int kTile = Tile<T>::kTile, kPatch = Tile<T>::kPatch;
   const int64_t n = t / (g.tiles_h * g.tiles_w), rest = t % (g.tiles_h * g.tiles_w);
   const int64_t y0 = rest / g.tiles_w * kTile, x0 = rest % g.tiles_w * kTile;
   const int rows = static_cast<int>(std::min<int64_t>(kTile, g.Ho - y0));
@@ -219,13 +247,13 @@ SOL_AVX2 void output_tile(const Geometry& g, const Conv& conv, const float* M, i
       __m256 column[kPatch], out[kTile];
       SOL_UNROLL
       for (int i = 0; i < kPatch; ++i) column[i] = _mm256_loadu_ps(M + ((i * kPatch + j) * chunk + row) * g.K + k);
-      output_1d(column, out);
+      output_1d<T>(column, out);
       SOL_UNROLL
       for (int i = 0; i < kTile; ++i) tmp[i][j] = out[i];
     }
     for (int i = 0; i < rows; ++i) {  // then along the rows, storing what lies inside the output
       __m256 out[kTile];
-      output_1d(tmp[i], out);
+      output_1d<T>(tmp[i], out);
       for (int j = 0; j < cols; ++j) {
         const int64_t at = ((n * g.Ho + y0 + i) * g.Wo + x0 + j) * g.K + k;
         _mm256_storeu_ps(y + at, epilogue(conv, out[j], bias, post_src, at, k));
@@ -234,28 +262,29 @@ SOL_AVX2 void output_tile(const Geometry& g, const Conv& conv, const float* M, i
   }
 }
 
-}  // namespace
+bool supported_cpu() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
-bool Conv::supported() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
-
-void Conv::run(int64_t N, int64_t H, int64_t W, const float* x, const float* packed, const float* bias,
-               const void* const* post_src, float* y) const {
+template <int T>
+void run_tiles(const Conv& conv, int64_t N, int64_t H, int64_t W, const float* x, const float* packed,
+               const float* bias, const void* const* post_src, float* y) {
+  constexpr int kTile = Tile<T>::kTile, kPoints = Tile<T>::kPoints;
+  const int64_t C = conv.C, K = conv.K;
   Geometry g;
   g.N = N, g.H = H, g.W = W, g.C = C, g.K = K;
-  g.Ho = H + pad_t + pad_b - 2, g.Wo = W + pad_l + pad_r - 2;
+  g.Ho = H + conv.pad_t + conv.pad_b - 2, g.Wo = W + conv.pad_l + conv.pad_r - 2;
   g.tiles_h = (g.Ho + kTile - 1) / kTile, g.tiles_w = (g.Wo + kTile - 1) / kTile;
   g.tiles = N * g.tiles_h * g.tiles_w;
-  const int64_t chunk = chunk_tiles(C, K, g.tiles);
+  const int64_t chunk = chunk_tiles(kPoints, C, K, g.tiles);
   float* V = grow(scratch_v, static_cast<size_t>(kPoints * chunk * C));
   float* M = grow(scratch_m, static_cast<size_t>(kPoints * chunk * K));
-  const float* b = has_bias ? bias : nullptr;
+  const float* b = conv.has_bias ? bias : nullptr;
   const int64_t blocks16 = K / kCols, tail8 = K % kCols != 0;  // K is a multiple of 8 (see the eligibility check)
   const int64_t row_groups = (chunk + kRows - 1) / kRows;
 #pragma omp parallel
   for (int64_t first = 0; first < g.tiles; first += chunk) {
     const int64_t count = std::min(chunk, g.tiles - first);
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < count; ++r) input_tile(g, *this, x, first + r, r, chunk, V);
+    for (int64_t r = 0; r < count; ++r) input_tile<T>(g, conv, x, first + r, r, chunk, V);
     // one task: a transform point, a block of 16 (or the last 8) output channels, a group of rows; the rows go
     // innermost so a task's slice of U stays in L1 while it walks its V rows
     const int64_t col_tasks = blocks16 + tail8, groups = std::min<int64_t>(row_groups, (count + kRows - 1) / kRows);
@@ -277,8 +306,18 @@ void Conv::run(int64_t N, int64_t H, int64_t W, const float* x, const float* pac
       }
     }
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < count; ++r) output_tile(g, *this, M, first + r, r, chunk, b, post_src, y);
+    for (int64_t r = 0; r < count; ++r) output_tile<T>(g, conv, M, first + r, r, chunk, b, post_src, y);
   }
+}
+
+}  // namespace
+
+bool Conv::supported() { return supported_cpu(); }
+
+void Conv::run(int64_t N, int64_t H, int64_t W, const float* x, const float* packed, const float* bias,
+               const void* const* post_src, float* y) const {
+  if (tile == 2) run_tiles<2>(*this, N, H, W, x, packed, bias, post_src, y);
+  else run_tiles<4>(*this, N, H, W, x, packed, bias, post_src, y);
 }
 
 #else  // no AVX2 code path on this target: never eligible
@@ -291,24 +330,27 @@ void Conv::run(int64_t, int64_t, int64_t, const float*, const float*, const floa
 
 void Conv::pack(const float* weights, float* packed) const {
   // U = G g G^T per (k, c), in double so the packed weights carry no more rounding than the fp32 result
-  static const double G[kPatch][3] = {{1.0 / 4, 0, 0},
-                                      {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                                      {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                      {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                                      {1.0 / 24, -1.0 / 12, 1.0 / 6},
-                                      {0, 0, 1}};
+  static const double G4[6][3] = {{1.0 / 4, 0, 0},
+                                  {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                  {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                  {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                  {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                  {0, 0, 1}};
+  static const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  const int patch = tile + 2;
+  const double(*G)[3] = tile == 2 ? G2 : G4;
   const int64_t Cc = C, Kk = K;
 #pragma omp parallel for collapse(2)
   for (int64_t k = 0; k < Kk; ++k) {
     for (int64_t c = 0; c < Cc; ++c) {
       const float* g = weights + (k * Cc + c) * 9;
-      double gg[kPatch][3];
-      for (int i = 0; i < kPatch; ++i)
+      double gg[6][3];
+      for (int i = 0; i < patch; ++i)
         for (int j = 0; j < 3; ++j) gg[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
-      for (int i = 0; i < kPatch; ++i)
-        for (int j = 0; j < kPatch; ++j) {
+      for (int i = 0; i < patch; ++i)
+        for (int j = 0; j < patch; ++j) {
           const double u = gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
-          packed[((i * kPatch + j) * Cc + c) * Kk + k] = static_cast<float>(u);
+          packed[((i * patch + j) * Cc + c) * Kk + k] = static_cast<float>(u);
         }
     }
   }

@@ -1,4 +1,5 @@
-/* Winograd F(4x4, 3x3) convolution for channels-last fp32 tensors on AVX2/FMA (part of SOL's oneDNN glue).
+/* Winograd F(4x4, 3x3) and F(2x2, 3x3) convolutions for channels-last fp32 tensors on AVX2/FMA (part of SOL's
+ * oneDNN glue).
  *
  * oneDNN 3.2 has Winograd kernels only for AVX-512; on AVX2 its direct 3x3 kernels run near the cores' peak,
  * so the only way to be faster is to do fewer multiplications. F(4x4, 3x3) computes each 4x4 output tile
@@ -10,6 +11,9 @@
  *   1. input transform: each tile's 6x6 patch (zero outside the padded image) -> V[36][tiles][C]
  *   2. 36 GEMMs M[p] = V[p] (tiles x C) * U[p] (C x K), U the weights transformed once at pack time
  *   3. output transform: M -> 4x4 outputs, plus bias and the fused post-ops (activations, residual adds)
+ *
+ * F(2x2, 3x3) (16 multiplications per 2x2 tile instead of 36) has 4/9 of F(4x4)'s weights: it wins where those
+ * stream from memory at every call (14x14 layers with 256 channels at batch 1).
  *
  * The transforms are exact in real arithmetic; in fp32 the result differs from a direct convolution by a
  * few ulps times the magnitude of the products (the transform coefficients are at most 8).
@@ -31,6 +35,7 @@ struct PostOp {
 };
 
 struct Conv {
+  int tile = 4;                          // output tile side: F(4x4, 3x3) or F(2x2, 3x3)
   int64_t C = 0, K = 0;                  // input and output channels
   int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;
   bool has_bias = false;
@@ -38,8 +43,8 @@ struct Conv {
 
   /* Whether this CPU runs the kernels (AVX2 + FMA). */
   static bool supported();
-  int64_t packed_floats() const { return 36 * C * K; }
-  /* weights [K][C][3][3] -> U[36][C][K] */
+  int64_t packed_floats() const { return (tile + 2) * (tile + 2) * C * K; }
+  /* weights [K][C][3][3] -> U[(tile + 2)^2][C][K] */
   void pack(const float* weights, float* packed) const;
   /* x: [N][H][W][C], y: [N][Ho][Wo][K] (Ho = H + pad_t + pad_b - 2); post_src: src1 of each BINARY post-op */
   void run(int64_t N, int64_t H, int64_t W, const float* x, const float* packed, const float* bias,
