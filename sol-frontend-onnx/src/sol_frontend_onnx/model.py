@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 from sol.errors import SolInputError
+from sol.runtime.library import pointer_array
 
 from .dtypes import contiguous
 from .importer import ImportResult
@@ -67,9 +68,17 @@ class OnnxModel:
         self.specialized = dict(imported.specialized)
         self._feeds = list(imported.feeds)
         self.params = Parameters({name: t.data for name, t in imported.graph.params.items()})
-        self._prepared: tuple[int, int] | None = None
+        #: positional arguments are exactly the fed inputs, in order
+        self._positional = self._feeds == self.input_names
+        self._input_dtypes = [np.dtype(spec.dtype) for spec in compiled.input_specs]
+        self._output_dtypes = [np.dtype(spec.dtype) for spec in compiled.output_specs]
+        #: (the Parameters object, its version, the ctypes pointer array) of the last prepare
+        self._prepared: tuple[Parameters, int, Any] | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | list[np.ndarray]:
+        if not kwargs and len(args) == len(self._feeds) and self._positional and not self.specialized:  # model(x)
+            outputs = self._infer(args)
+            return outputs[0] if len(outputs) == 1 else outputs
         if len(args) > len(self.input_names):
             raise SolInputError(f"the model takes {len(self.input_names)} inputs ({', '.join(self.input_names)}), "
                                 f"got {len(args)}")
@@ -92,22 +101,7 @@ class OnnxModel:
             if not np.array_equal(np.asarray(input_feed[name]), expected):
                 raise SolInputError(f"the value of input {name!r} was fixed when the model was optimized (it decides "
                                     f"shapes); optimize again with the new value {np.asarray(input_feed[name]).tolist()}")
-        arrays = [self._array(name, input_feed[name], index) for index, name in enumerate(self._feeds)]
-        compiled = self.compiled
-        batch = compiled.batch_of([a.shape for a in arrays])
-        for a, spec, name in zip(arrays, compiled.input_specs, self._feeds, strict=True):
-            if a.shape != spec.concrete(batch):
-                raise SolInputError(f"input {name!r} must have shape {list(spec.concrete(batch))} (batch {batch}), "
-                                    f"got {list(a.shape)}")
-        params = [self.params[name] for name in compiled.param_names]
-        param_ptrs = [p.ctypes.data for p in params]
-        signature = (self.params.version, hash(tuple(param_ptrs)))
-        if signature != self._prepared:
-            compiled.prepare(param_ptrs)
-            self._prepared = signature
-        outputs = [np.empty(shape, dtype=spec.dtype)
-                   for shape, spec in zip(compiled.output_shapes(batch), compiled.output_specs, strict=True)]
-        compiled.run([a.ctypes.data for a in arrays], param_ptrs, [o.ctypes.data for o in outputs], batch)
+        outputs = self._infer([input_feed[name] for name in self._feeds])
         if output_names is None:
             return outputs
         by_name = dict(zip(self.output_names, outputs, strict=True))
@@ -116,10 +110,48 @@ class OnnxModel:
             raise SolInputError(f"the model has no outputs {unknown}; its outputs are {self.output_names}")
         return [by_name[n] for n in output_names]
 
+    def _infer(self, values: Sequence[Any]) -> list[np.ndarray]:
+        """One inference on the values of ``self._feeds`` (in that order); new output arrays.
+
+        Per-call work is kept to a few C-level operations (see CompiledModel.run): what does not
+        change between calls (dtypes, shapes per batch, the parameter pointer array) is cached.
+        """
+        arrays = list(values)
+        for index, (value, dtype) in enumerate(zip(arrays, self._input_dtypes, strict=True)):
+            if type(value) is not np.ndarray or value.dtype != dtype or not value.flags.c_contiguous:
+                arrays[index] = self._array(self._feeds[index], value, index)
+        compiled = self.compiled
+        batch = 1 if compiled.static else compiled.batch_of([a.shape for a in arrays])
+        input_shapes, output_shapes = compiled.shapes(batch)
+        for index, (a, shape) in enumerate(zip(arrays, input_shapes, strict=True)):
+            if a.shape != shape:
+                raise SolInputError(f"input {self._feeds[index]!r} must have shape {list(shape)} (batch {batch}), "
+                                    f"got {list(a.shape)}")
+        outputs = [np.empty(shape, dtype) for shape, dtype in zip(output_shapes, self._output_dtypes, strict=True)]
+        compiled.run([a.ctypes.data for a in arrays], self._param_array(), [o.ctypes.data for o in outputs], batch)
+        return outputs
+
+    def _param_array(self) -> Any:
+        """The parameter pointers as a ctypes array, the compiled model prepared for them.
+
+        Built once and reused while ``self.params`` is the same object at the same version: its
+        arrays are replaced only through ``__setitem__`` (which bumps the version), so the pointers
+        cannot change without it, and reading 100 ``ndarray.ctypes.data`` per call costs ~100 us.
+        """
+        params, prepared = self.params, self._prepared
+        if prepared is not None and prepared[0] is params and prepared[1] == params.version:
+            return prepared[2]
+        version = params.version
+        param_ptrs = [params[name].ctypes.data for name in self.compiled.param_names]
+        self.compiled.prepare(param_ptrs)
+        self._prepared = (params, version, pointer_array(param_ptrs))
+        return self._prepared[2]
+
     def _array(self, name: str, value: Any, index: int) -> np.ndarray:
         spec = self.compiled.input_specs[index]
+        # the usual case, a C-contiguous ndarray, skips np.require (a few us)
         array = contiguous(value)
-        if str(array.dtype) != spec.dtype:
+        if array.dtype != self._input_dtypes[index]:
             raise SolInputError(f"input {name!r} must be {spec.dtype}, got {array.dtype}")
         return array
 

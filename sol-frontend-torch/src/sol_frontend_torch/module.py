@@ -15,6 +15,7 @@ use and cached per mode and per set of tensors that require grad.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,6 +46,18 @@ def _describe(shape: Sequence[Size]) -> str:
     return "[" + ", ".join("batch" if s == BATCH else str(s) for s in shape) + "]"
 
 
+def _expected(shape: Sequence[Size], dtype: torch.dtype) -> str:
+    """The "expected ..." part of an input error (built only when there is an error: sympy makes it slow)."""
+    return f"a {str(dtype).removeprefix('torch.')} tensor of shape {_describe(shape)}"
+
+
+@functools.lru_cache(maxsize=256)
+def _solve_batch(size: Size, actual: int) -> int | None:
+    """The positive integer batch that gives a symbolic dim ``size`` the value ``actual`` (None: none does)."""
+    solved = sympy.solve(sympy.Eq(size, actual), BATCH)
+    return int(solved[0]) if len(solved) == 1 and solved[0].is_integer and solved[0] > 0 else None
+
+
 class SolModule(torch.nn.Module):
     def __init__(self, model: torch.nn.Module, compiled: Any, output_spec: Any = None,
                  example: tuple[tuple[Any, ...], int | None] | None = None, device: Any = None) -> None:
@@ -63,6 +76,7 @@ class SolModule(torch.nn.Module):
         object.__setattr__(self, "_sol_device", device)
         object.__setattr__(self, "_sol_variants", {})
         object.__setattr__(self, "_sol_rng", [generation(), 0])
+        object.__setattr__(self, "_sol_spec_cache", {})  # see _spec_info
         self.training = model.training
 
     @property
@@ -74,28 +88,43 @@ class SolModule(torch.nn.Module):
             raise SolInputError(f"the optimized model takes {len(specs)} inputs, got {len(inputs)}")
         batch: int | None = None
         device = getattr(self._sol_compiled, "device_type", "cpu")
-        for index, (value, spec) in enumerate(zip(inputs, specs, strict=True)):
-            shape, dtype = _spec_fields(spec)
-            expected = f"a {dtype} tensor of shape {_describe(shape)}"
+        for index, (value, (shape, dtype, static)) in enumerate(zip(inputs, self._spec_info(specs), strict=True)):
             if not isinstance(value, torch.Tensor):
-                raise SolInputError(f"input {index}: expected {expected}, got {type(value).__name__}")
-            if value.dtype != torch_dtype(dtype):
-                raise SolInputError(f"input {index}: expected {expected}, got dtype {str(value.dtype).removeprefix('torch.')}")
+                raise SolInputError(f"input {index}: expected {_expected(shape, dtype)}, got {type(value).__name__}")
+            if value.dtype != dtype:
+                raise SolInputError(f"input {index}: expected {_expected(shape, dtype)}, "
+                                    f"got dtype {str(value.dtype).removeprefix('torch.')}")
             if value.device.type != device:
                 raise SolInputError(f"input {index} is on device {value.device}, but the model was optimized for {device}; "
                                     "move the input or optimize for that device")
+            if static and value.shape == shape:  # the usual case: no batch dim to solve for
+                continue
             if value.dim() != len(shape):
-                raise SolInputError(f"input {index}: expected {expected}, got shape {list(value.shape)}")
+                raise SolInputError(f"input {index}: expected {_expected(shape, dtype)}, got shape {list(value.shape)}")
             for want, got in zip(shape, value.shape, strict=True):
                 if isinstance(want, int):
                     ok = want == got
                 else:
-                    solved = sympy.solve(sympy.Eq(want, got), BATCH)
-                    ok = len(solved) == 1 and solved[0].is_integer and solved[0] > 0 and batch in (None, int(solved[0]))
-                    batch = int(solved[0]) if ok else batch
+                    solved = _solve_batch(want, got)
+                    ok = solved is not None and batch in (None, solved)
+                    batch = solved if ok else batch
                 if not ok:
-                    raise SolInputError(f"input {index}: expected {expected}, got shape {list(value.shape)}")
+                    raise SolInputError(f"input {index}: expected {_expected(shape, dtype)}, got shape {list(value.shape)}")
         return batch if batch is not None else 1
+
+    def _spec_info(self, specs: Sequence[Any]) -> list[tuple[tuple[Size, ...], torch.dtype, bool]]:
+        """(shape, torch dtype, whether the shape is all ints) per spec; computed once per list of specs."""
+        cache = self._sol_spec_cache
+        entry = cache.get(id(specs))
+        if entry is None or entry[0] is not specs:  # the entry keeps its list alive, so ids are not reused
+            if len(cache) >= 8:  # callers that pass a new list per call (training) are not helped, but bounded
+                cache.clear()
+            info = []
+            for spec in specs:
+                shape, dtype = _spec_fields(spec)
+                info.append((shape, torch_dtype(dtype), all(isinstance(s, int) for s in shape)))
+            entry = cache[id(specs)] = (specs, info)
+        return entry[1]
 
     def _structure(self, outputs: list[torch.Tensor], spec: Any) -> Any:
         if spec is not None:
@@ -113,8 +142,9 @@ class SolModule(torch.nn.Module):
         tensors = [x if x.is_contiguous() else x.contiguous() for x in inputs]
         param_ptrs = self._sol_params.pointer_array(compiled)  # prepared; reused while no parameter changed
         device = tensors[0].device if tensors else torch.device("cpu")
-        outputs = [torch.empty(tuple(shape), dtype=torch_dtype(_spec_fields(spec)[1]), device=device)
-                   for shape, spec in zip(compiled.output_shapes(batch), compiled.output_specs, strict=True)]
+        outputs = [torch.empty(tuple(shape), dtype=dtype, device=device)
+                   for shape, (_, dtype, _) in zip(compiled.output_shapes(batch),
+                                                   self._spec_info(compiled.output_specs), strict=True)]
         compiled.run([x.data_ptr() for x in tensors], param_ptrs, [o.data_ptr() for o in outputs], batch)
         if wants_grad:
             outputs = self._attach_gradients(outputs, inputs, batch)

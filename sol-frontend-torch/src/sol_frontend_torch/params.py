@@ -10,11 +10,16 @@ writes (optimizer steps, load_state_dict) and data_ptr catches reassignment.
 from __future__ import annotations
 
 import ctypes
+import itertools
+import operator
 from typing import Any
 
 import torch
 from sol.errors import SolError
 from sol.runtime.library import pointer_array
+
+_VERSION = operator.attrgetter("_version")
+_DATA_PTR = torch.Tensor.data_ptr
 
 
 class ParamSlots:
@@ -25,6 +30,9 @@ class ParamSlots:
         # nn.Module.__getattr__, which costs ~1 us per tensor per call. Assignments through the module
         # (`owner.weight = ...`, load_state_dict) update these same dicts, so they stay current.
         self._stores = [self._store(owner, attr) for owner, attr in self._slots]
+        self._attrs = [attr for _, attr in self._slots]
+        #: every tensor sits in a _parameters/_buffers dict: `live` can map dict.get over them at C speed
+        self._mapped = all(store is not None for store in self._stores)
         self._prepared: dict[int, tuple[tuple[int, int], ...]] = {}
         #: per compiled model: (versions, pointers, ctypes array) of the last call whose tensors were all contiguous
         self._arrays: dict[int, tuple[list[int], list[int], ctypes.Array[ctypes.c_void_p]]] = {}
@@ -47,6 +55,10 @@ class ParamSlots:
 
     def live(self) -> list[torch.Tensor]:
         """The framework's tensors themselves (with autograd identity: what gradients attach to)."""
+        if self._mapped:
+            out = list(map(dict.get, self._stores, self._attrs))
+            if not any(map(operator.is_, out, itertools.repeat(None))):  # (not `None in out`: Tensor == None is slow)
+                return out
         out = []
         for (owner, attr), store in zip(self._slots, self._stores, strict=True):
             tensor = store.get(attr) if store is not None else None
@@ -69,9 +81,11 @@ class ParamSlots:
         A non-contiguous parameter needs a contiguous copy per call: then a plain
         list is returned (and checked by ``compiled.run``), the copies kept alive here.
         """
+        # map() over C-level getters: ~0.1 us a tensor instead of ~0.7 us for list comprehensions
+        # (mobilenet_v2 has 262 parameters and buffers, so this is most of a call's Python time)
         tensors = self.live()
-        versions = [t._version for t in tensors]
-        addresses = [t.data_ptr() for t in tensors]
+        versions = list(map(_VERSION, tensors))
+        addresses = list(map(_DATA_PTR, tensors))
         cached = self._arrays.get(id(compiled))
         if cached is not None and cached[0] == versions and cached[1] == addresses:
             return cached[2]

@@ -62,6 +62,16 @@ class CompiledModel:
         self._workspace_ptr = 0
         self._workspace_bytes = -1
         self._workspace_batch = -1  # the batch the workspace was last checked for
+        # Per-call work is cached: the concrete input/output shapes per batch, the batch per tuple of input
+        # shapes (sympy is slow: ~100 us a substitution), and nothing at all for a static graph.
+        #: no input dim depends on the batch (batch_of is then always 1)
+        self.static = all(isinstance(s, int) for spec in self.input_specs for s in spec.shape)
+        self._shapes: dict[int, tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]] = {}
+        self._batches: dict[tuple[tuple[int, ...], ...], int] = {}
+        #: (inputs, parameter array length, outputs) and the ctypes array types of the input/output pointers
+        self._counts = (len(self.input_specs), max(len(self.param_names), 1), len(self.output_specs))
+        self._pointer_types = (ctypes.c_void_p * max(len(self.input_specs), 1),
+                               ctypes.c_void_p * max(len(self.output_specs), 1))
         self.prepared = False
         #: called with this model after every forward (debug mode prints its per-Cluster times from here)
         self.run_listeners: list[Callable[[CompiledModel], None]] = []
@@ -71,14 +81,41 @@ class CompiledModel:
         return self.library.path
 
     # -- shapes ----------------------------------------------------------
+    def input_shapes(self, batch: int) -> list[tuple[int, ...]]:
+        """The concrete shapes the inputs must have at ``batch``."""
+        return list(self.shapes(batch)[0])
+
     def output_shapes(self, batch: int) -> list[tuple[int, ...]]:
-        return [spec.concrete(batch) for spec in self.output_specs]
+        return list(self.shapes(batch)[1])
+
+    def shapes(self, batch: int) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+        """(input shapes, output shapes) at ``batch``, computed once per batch (sympy is slow)."""
+        shapes = self._shapes.get(batch)
+        if shapes is None:
+            if len(self._shapes) >= 64:  # a bound for callers that sweep many batches
+                self._shapes.clear()
+            shapes = (tuple(spec.concrete(batch) for spec in self.input_specs),
+                      tuple(spec.concrete(batch) for spec in self.output_specs))
+            self._shapes[batch] = shapes
+        return shapes
 
     def workspace_size(self, batch: int) -> int:
         return int(self.library.workspace_size(batch))
 
     def batch_of(self, shapes: list[tuple[int, ...]]) -> int:
         """The batch that makes the input specs match ``shapes`` (1 for a static graph)."""
+        if self.static:
+            return 1
+        key = tuple(tuple(shape) for shape in shapes)
+        batch = self._batches.get(key)
+        if batch is None:
+            batch = self._solve_batch(shapes)
+            if len(self._batches) >= 64:
+                self._batches.clear()
+            self._batches[key] = batch
+        return batch
+
+    def _solve_batch(self, shapes: list[tuple[int, ...]]) -> int:
         for spec, shape in zip(self.input_specs, shapes, strict=False):
             for size, actual in zip(spec.shape, shape, strict=False):
                 if not isinstance(size, int):
@@ -104,10 +141,16 @@ class CompiledModel:
         ``param_ptrs`` may be a ctypes ``c_void_p`` array the caller keeps between
         calls (built from checked, non-NULL pointers, and prepared): a model with
         a hundred parameters then pays no per-call conversion for them.
+
+        This runs once per inference, after milliseconds in generated code have left
+        the interpreter's caches cold (a Python operation then costs up to 10x its
+        warm time; docs/debugging.md, "Time outside the Clusters"): the checks are
+        C-level (len, all) and error messages are built only when a check fails.
         """
-        self._check_count("input", input_ptrs, len(self.input_specs))
+        if len(input_ptrs) != self._counts[0] or not all(input_ptrs):
+            self._check_count("input", input_ptrs, self._counts[0])
         if isinstance(param_ptrs, ctypes.Array):
-            if len(param_ptrs) != max(len(self.param_names), 1):
+            if len(param_ptrs) != self._counts[1]:
                 raise SolInputError(f"model {self.graph.name!r} takes {len(self.param_names)} parameter pointers, "
                                     f"got an array of {len(param_ptrs)}")
             params = param_ptrs
@@ -116,18 +159,22 @@ class CompiledModel:
             if not self.prepared:
                 self.prepare(param_ptrs)
             params = pointer_array(param_ptrs)
-        self._check_count("output", output_ptrs, len(self.output_specs))
+        if len(output_ptrs) != self._counts[2] or not all(output_ptrs):
+            self._check_count("output", output_ptrs, self._counts[2])
         if not isinstance(batch, int) or batch < 1:
             raise SolInputError(f"batch must be a positive int, got {batch!r}")
         if not self.prepared:
             raise SolInputError(f"model {self.graph.name!r}: call prepare() before run() with a pointer array")
+        inputs, outputs = self._pointer_types
         with self._lock:
-            workspace = self._grow_workspace(batch)
-            status = self.library.forward(self._derived_ptr, pointer_array(input_ptrs), params,
-                                          pointer_array(output_ptrs), workspace, batch)
-        self._raise_status(status)
-        for listener in self.run_listeners:
-            listener(self)
+            workspace = self._workspace_ptr if batch == self._workspace_batch else self._grow_workspace(batch)
+            status = self.library.forward(self._derived_ptr, inputs(*input_ptrs), params, outputs(*output_ptrs),
+                                          workspace, batch)
+        if status:
+            self._raise_status(status)
+        if self.run_listeners:
+            for listener in self.run_listeners:
+                listener(self)
 
     def run_numpy(self, inputs: list[np.ndarray], params: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Convenience for tests and tools: numpy in, numpy out (prepares every call)."""
