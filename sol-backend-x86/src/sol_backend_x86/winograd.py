@@ -136,8 +136,8 @@ class ConvTuner:
 
         def build(directory: Path) -> dict[str, str]:
             lib_dir = self.library.resolve().parent
-            glue._run([*shlex.split(self.cc), "-shared", "-fopenmp", str(obj), "-o", str(directory / "tuning.so"),
-                       f"-L{lib_dir}", f"-l:{self.library.name}", f"-Wl,-rpath,{lib_dir}"])
+            glue.run_all([[*shlex.split(self.cc), "-shared", "-fopenmp", str(obj), "-o", str(directory / "tuning.so"),
+                           f"-L{lib_dir}", f"-l:{self.library.name}", f"-Wl,-rpath,{lib_dir}"]])
             return {"what": "oneDNN glue for autotuning"}
 
         lib = ctypes.CDLL(str(cache.get_or_build(key, build).file("tuning.so")))
