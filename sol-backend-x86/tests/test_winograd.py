@@ -1,4 +1,4 @@
-"""SOL's Winograd F(4x4, 3x3) convolution (glue/sol_winograd.cpp) and how layers are chosen for it.
+"""SOL's Winograd F(4x4, 3x3) and F(2x2, 3x3) convolutions (glue/sol_winograd.cpp) and how layers are chosen.
 
 Winograd's float32 result differs from a direct convolution by rounding that
 scales with the magnitude of the products, not of the result; so each output
@@ -39,7 +39,7 @@ def always_winograd(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     """Every eligible conv runs as Winograd (each tile size in turn), whatever its size (no timing)."""
     monkeypatch.setitem(sol.config, "autotuning", False)
     monkeypatch.setattr(winograd, "worth_timing", lambda shape: True)
-    monkeypatch.setattr(winograd, "heuristic", lambda shape: request.param)
+    monkeypatch.setattr(winograd, "heuristic", lambda shape, allowed: request.param)
 
 
 def _f32(*shape: int, scale: float = 1.0) -> np.ndarray:
@@ -159,11 +159,52 @@ def test_config_switches_winograd_off(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_heuristic_follows_the_measurements() -> None:
-    # resnet18 layer1: 1.3-1.7x faster measured; layer4 3x slower; too few input channels
-    assert winograd.heuristic((1, 56, 56, 64, 64, 1, 1, 1, 1)) == winograd.WINOGRAD_4X4
-    assert winograd.heuristic((1, 7, 7, 512, 512, 1, 1, 1, 1)) == winograd.DIRECT
-    assert winograd.heuristic((1, 56, 56, 8, 64, 1, 1, 1, 1)) == winograd.DIRECT
+    # resnet18 layer1-3: faster measured; layer4 3x slower as F(4x4); too few input channels
+    default = winograd.candidates()
+    assert winograd.heuristic((1, 56, 56, 64, 64, 1, 1, 1, 1), default) == winograd.WINOGRAD_2X2
+    assert winograd.heuristic((1, 14, 14, 256, 256, 1, 1, 1, 1), default) == winograd.WINOGRAD_2X2
+    assert winograd.heuristic((1, 56, 56, 64, 64, 1, 1, 1, 1), frozenset(winograd.NAMES)) == winograd.WINOGRAD_4X4
+    for allowed in (default, frozenset(winograd.NAMES)):
+        assert winograd.heuristic((1, 7, 7, 512, 512, 1, 1, 1, 1), allowed) == winograd.DIRECT
+        assert winograd.heuristic((1, 56, 56, 8, 64, 1, 1, 1, 1), allowed) == winograd.DIRECT
     assert not winograd.worth_timing((1, 12, 12, 16, 16, 1, 1, 1, 1))  # 9 tiles: microseconds either way
+
+
+def test_winograd_4x4_is_a_candidate_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """F(4x4)'s float32 error is several times a direct convolution's: never chosen by default, even if fastest."""
+    assert winograd.WINOGRAD_4X4 not in winograd.candidates()
+    tuner = X86Flavour().dnn.tuner  # type: ignore[union-attr]
+    assert tuner is not None
+    seconds = {winograd.DIRECT: 3e-3, winograd.WINOGRAD_4X4: 1e-3, winograd.WINOGRAD_2X2: 2e-3}
+    monkeypatch.setattr(tuner, "_time", lambda algorithm, shape: seconds[algorithm])
+    shape = (1, 24, 24, 32, 32, 1, 1, 1, 1)
+    assert tuner.fastest(shape, winograd.candidates()) == winograd.WINOGRAD_2X2
+    monkeypatch.setitem(sol.config, "x86::winograd_4x4", True)
+    assert tuner.fastest(shape, winograd.candidates()) == winograd.WINOGRAD_4X4
+
+
+def _max_error_against_float64(algorithm: int, monkeypatch: pytest.MonkeyPatch) -> float:
+    """Max |error| of a 64->64 channel 3x3 conv on 28x28 run by ``algorithm``, against a float64 reference."""
+    monkeypatch.setitem(sol.config, "autotuning", False)
+    monkeypatch.setattr(winograd, "heuristic", lambda shape, allowed: algorithm)
+    rng = np.random.default_rng(3)
+    g = Graph(f"wino_accuracy_{algorithm}")
+    x = _image(g, "x", 64, 28)
+    g.outputs = [_conv(g, x, "conv", 64, 64)]
+    compiled = _compile(g)
+    assert _algorithms(compiled) == (algorithm != winograd.DIRECT)
+    params = {name: t.data for name, t in g.params.items()}
+    image = rng.standard_normal((1, 64, 28, 28)).astype(np.float32)
+    got = compiled.run_numpy([image], params)[0].astype(np.float64)
+    exact = run_reference(g, [image.astype(np.float64)], {k: v.astype(np.float64) for k, v in params.items()})[0]
+    return float(np.max(np.abs(got - exact)))
+
+
+def test_winograd_2x2_is_as_accurate_as_a_direct_convolution(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why F(2x2) is on by default and F(4x4) is not (measured here: 0.5x and ~6x oneDNN's max error)."""
+    direct = _max_error_against_float64(winograd.DIRECT, monkeypatch)
+    assert _max_error_against_float64(winograd.WINOGRAD_2X2, monkeypatch) <= 1.5 * direct
+    assert _max_error_against_float64(winograd.WINOGRAD_4X4, monkeypatch) > 2 * direct
 
 
 def test_autotuning_times_both_kernels_once_per_shape(monkeypatch: pytest.MonkeyPatch) -> None:

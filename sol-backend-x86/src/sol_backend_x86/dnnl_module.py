@@ -59,7 +59,8 @@ class OneDnnModule(DnnModule):
 
         # the Winograd choice is part of the generated code, so what decides it is part of the cache key
         use = sol.config.get(winograd.WINOGRAD_KEY.name, True)
-        return f"onednn {self.version}|winograd {int(use)}|autotuning {int(sol.config['autotuning'])}"
+        tiles = "".join(str(a) for a in sorted(winograd.candidates()))
+        return f"onednn {self.version}|winograd {int(use)} {tiles}|autotuning {int(sol.config['autotuning'])}"
 
     # -- planning ---------------------------------------------------------
     def accepts(self, layer: Layer) -> bool:

@@ -8,7 +8,7 @@ from sol.records import ConfigKey
 from .backend import X86Backend
 from .deploy import X86DeployTarget
 from .onednn import DNN_KEY, LIBRARY_KEY
-from .winograd import WINOGRAD_KEY
+from .winograd import WINOGRAD_4X4_KEY, WINOGRAD_KEY
 
 
 @sol.hookimpl
@@ -18,7 +18,7 @@ def sol_backends() -> list[X86Backend]:
 
 @sol.hookimpl
 def sol_config_keys() -> list[ConfigKey]:
-    return [LIBRARY_KEY, DNN_KEY, WINOGRAD_KEY]
+    return [LIBRARY_KEY, DNN_KEY, WINOGRAD_KEY, WINOGRAD_4X4_KEY]
 
 
 @sol.hookimpl
