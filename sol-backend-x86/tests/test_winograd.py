@@ -176,7 +176,7 @@ def test_winograd_4x4_is_a_candidate_only_when_asked_for(monkeypatch: pytest.Mon
     tuner = X86Flavour().dnn.tuner  # type: ignore[union-attr]
     assert tuner is not None
     seconds = {winograd.DIRECT: 3e-3, winograd.WINOGRAD_4X4: 1e-3, winograd.WINOGRAD_2X2: 2e-3}
-    monkeypatch.setattr(tuner, "_time", lambda algorithm, shape: seconds[algorithm])
+    monkeypatch.setattr(tuner, "_time_all", lambda shape: seconds)
     shape = (1, 24, 24, 32, 32, 1, 1, 1, 1)
     assert tuner.fastest(shape, winograd.candidates()) == winograd.WINOGRAD_2X2
     monkeypatch.setitem(sol.config, "x86::winograd_4x4", True)
@@ -211,18 +211,19 @@ def test_autotuning_times_both_kernels_once_per_shape(monkeypatch: pytest.Monkey
     flavour = X86Flavour()
     tuner = flavour.dnn.tuner  # type: ignore[union-attr]
     assert tuner is not None
-    timed: list[tuple[int, tuple[int, ...]]] = []
-    original = tuner._time
+    timed: list[dict[int, float]] = []
+    original = tuner._time_all
 
-    def counting(algorithm: int, shape: tuple[int, ...]) -> float:
-        timed.append((algorithm, shape))
-        seconds = original(algorithm, shape)
-        assert seconds > 0, f"algorithm {algorithm} could not run {shape}"
-        return seconds
+    def counting(shape: tuple[int, ...]) -> dict[int, float]:
+        timed.append(original(shape))
+        return timed[-1]
 
-    monkeypatch.setattr(tuner, "_time", counting)
+    monkeypatch.setattr(tuner, "_time_all", counting)
     shape = (1, 20, 20, 16, 32, 1, 1, 1, 1)
     first = tuner.fastest(shape)
-    assert sorted(a for a, _ in timed) == sorted(winograd.NAMES)
+    assert len(timed) == 1 and sorted(timed[0]) == sorted(winograd.NAMES)
+    assert all(seconds > 0 for seconds in timed[0].values()), f"an algorithm could not run {shape}: {timed[0]}"
     assert tuner.fastest(shape) == first  # the cached choice: no second timing
-    assert len(timed) == len(winograd.NAMES)
+    assert len(timed) == 1
+    # an algorithm that cannot run the shape (output channels not a multiple of 8) reports a negative time
+    assert original((1, 20, 20, 16, 12, 1, 1, 1, 1))[winograd.WINOGRAD_2X2] < 0

@@ -139,7 +139,7 @@ class ConvTuner:
         key = hashlib.sha256(f"winograd choice|{glue.source_hash()}|{self.cc}|{self.library}|{shape}".encode()).hexdigest()
 
         def measure(directory: Path) -> dict[str, object]:
-            timings = {str(algorithm): self._time(algorithm, shape) for algorithm in NAMES}
+            timings = {str(algorithm): seconds for algorithm, seconds in self._time_all(shape).items()}
             (directory / "timings.json").write_text(json.dumps(timings))
             _log.debug("x86 autotuning: 3x3 conv %s: %s", shape, ", ".join(
                 f"{NAMES[int(a)]} {t * 1e3:.3f} ms" for a, t in timings.items()))
@@ -150,8 +150,13 @@ class ConvTuner:
         faster = [(t, a) for a, t in timings.items() if a != DIRECT and a in allowed and 0 < t < MARGIN * direct]
         return min(faster)[1] if faster else DIRECT
 
-    def _time(self, algorithm: int, shape: tuple[int, ...]) -> float:
-        return float(self._functions().sol_dnnl_time_conv3x3(algorithm, *shape, RUNS))
+    def _time_all(self, shape: tuple[int, ...]) -> dict[int, float]:
+        """Seconds per algorithm (negative: it cannot run the shape), timed in interleaved rounds."""
+        algorithms = sorted(NAMES)
+        seconds = (ctypes.c_double * len(algorithms))()
+        self._functions().sol_dnnl_time_conv3x3((ctypes.c_int32 * len(algorithms))(*algorithms), len(algorithms),
+                                                *shape, RUNS, seconds)
+        return dict(zip(algorithms, map(float, seconds), strict=True))
 
     @functools.cache  # noqa: B019 - one tuner per flavour, living as long as the process
     def _functions(self) -> ctypes.CDLL:
@@ -165,6 +170,7 @@ class ConvTuner:
             return {"what": "oneDNN glue for autotuning"}
 
         lib = ctypes.CDLL(str(cache.get_or_build(key, build).file("tuning.so")))
-        lib.sol_dnnl_time_conv3x3.restype = ctypes.c_double
-        lib.sol_dnnl_time_conv3x3.argtypes = [ctypes.c_int32, *[ctypes.c_int64] * 9, ctypes.c_int32]
+        lib.sol_dnnl_time_conv3x3.restype = None
+        lib.sol_dnnl_time_conv3x3.argtypes = [ctypes.POINTER(ctypes.c_int32), ctypes.c_int32, *[ctypes.c_int64] * 9,
+                                              ctypes.c_int32, ctypes.POINTER(ctypes.c_double)]
         return lib

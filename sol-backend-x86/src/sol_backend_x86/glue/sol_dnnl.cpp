@@ -560,16 +560,16 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
 const char* sol_dnnl_impl(void* handle) { return static_cast<Call*>(handle)->impl.c_str(); }
 
 
-__attribute__((visibility("default"))) double sol_dnnl_time_conv3x3(int32_t algorithm, int64_t N, int64_t H,
-                                                                    int64_t W, int64_t C, int64_t K, int64_t pad_top,
-                                                                    int64_t pad_left, int64_t pad_bottom,
-                                                                    int64_t pad_right, int32_t runs) {
+__attribute__((visibility("default"))) void sol_dnnl_time_conv3x3(const int32_t* algorithms, int32_t count,
+                                                                  int64_t N, int64_t H, int64_t W, int64_t C,
+                                                                  int64_t K, int64_t pad_top, int64_t pad_left,
+                                                                  int64_t pad_bottom, int64_t pad_right, int32_t runs,
+                                                                  double* seconds) {
   static thread_local int64_t dims[6];
   static thread_local int64_t pads[4];
   dims[0] = N, dims[1] = H, dims[2] = W, dims[3] = C, dims[4] = K;
   pads[0] = pad_top, pads[1] = pad_left, pads[2] = pad_bottom, pads[3] = pad_right;
   static thread_local int32_t chosen;
-  chosen = algorithm;
   // the descriptor a generated fill function would write (dims from the thread-locals above)
   sol_dnnl_fill fill = [](int64_t, sol_dnnl_desc* d) {
     const int64_t Ho = dims[1] + pads[0] + pads[2] - 2, Wo = dims[2] + pads[1] + pads[3] - 2;
@@ -583,28 +583,45 @@ __attribute__((visibility("default"))) double sol_dnnl_time_conv3x3(int32_t algo
     sol_dnnl_tensor_set(&d->bias, 1, b, plain);
     for (int i = 0; i < 2; ++i) d->stride[i] = 1, d->dilation[i] = 0, d->pad_l[i] = pads[i], d->pad_r[i] = pads[2 + i];
   };
-  void* handle = sol_dnnl_create(fill, N);
-  if (!handle) return -1.0;
-  std::unique_ptr<Call> call(static_cast<Call*>(handle));
-  if (algorithm != SOL_DNNL_DIRECT && !call->winograd) return -1.0;
   const int64_t Ho = H + pad_top + pad_bottom - 2, Wo = W + pad_left + pad_right - 2;
   std::vector<float> x(N * H * W * C, 0.5f), w(K * C * 9, 0.01f), bias(K, 0.1f), y(N * Ho * Wo * K);
-  std::vector<char> packed(sol_dnnl_packed_bytes(handle) + 64);
-  if (sol_dnnl_pack(handle, w.data(), packed.data()) != 0) return -1.0;
+  // one prepared call (and its packed weights) per algorithm; those that cannot run the shape are left out
+  std::vector<std::unique_ptr<Call>> calls(count);
+  std::vector<std::vector<char>> packed(count);
+  std::vector<std::vector<double>> times(count);
+  for (int32_t a = 0; a < count; ++a) {
+    seconds[a] = -1.0;
+    chosen = algorithms[a];
+    calls[a].reset(static_cast<Call*>(sol_dnnl_create(fill, N)));
+    if (calls[a] && algorithms[a] != SOL_DNNL_DIRECT && !calls[a]->winograd) calls[a].reset();
+    if (!calls[a]) continue;
+    packed[a].resize(sol_dnnl_packed_bytes(calls[a].get()) + 64);
+    if (sol_dnnl_pack(calls[a].get(), w.data(), packed[a].data()) != 0) calls[a].reset();
+  }
   // Each timed call starts with caches holding other data, as inside a model whose weights stream through them:
-  // Winograd's 4x larger weights and its scratch buffers cost it most there (resnet18's 14x14x256 layer runs
+  // Winograd's larger weights and its scratch buffers cost it most there (resnet18's 14x14x256 layer runs
   // 1.9x faster than oneDNN with warm caches, and slower with cold ones).
   std::vector<char> evict(64 << 20);
-  std::vector<double> seconds;
-  for (int i = 0; i <= runs; ++i) {  // the first call creates scratch buffers: not counted
-    for (size_t at = 0; at < evict.size(); at += 64) evict[at] = static_cast<char>(i);
-    const auto start = std::chrono::steady_clock::now();
-    if (sol_dnnl_execute(handle, N, x.data(), packed.data(), bias.data(), nullptr, y.data()) != 0) return -1.0;
-    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    if (i > 0) seconds.push_back(took.count());
+  for (int32_t round = 0; round <= runs; ++round) {  // round 0 creates scratch buffers: not counted
+    for (int32_t i = 0; i < count; ++i) {
+      const int32_t a = (i + round) % count;  // rotated: no algorithm always runs first in a round
+      if (!calls[a]) continue;
+      for (size_t at = 0; at < evict.size(); at += 64) evict[at] = static_cast<char>(round + a);
+      const auto start = std::chrono::steady_clock::now();
+      if (sol_dnnl_execute(calls[a].get(), N, x.data(), packed[a].data(), bias.data(), nullptr, y.data()) != 0) {
+        calls[a].reset();
+        times[a].clear();
+        continue;
+      }
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      if (round > 0) times[a].push_back(took.count());
+    }
   }
-  std::sort(seconds.begin(), seconds.end());
-  return seconds.empty() ? -1.0 : seconds[seconds.size() / 2];
+  for (int32_t a = 0; a < count; ++a) {
+    if (!calls[a] || times[a].empty()) continue;
+    std::sort(times[a].begin(), times[a].end());
+    seconds[a] = times[a][times[a].size() / 2];
+  }
 }
 
 }  // extern "C"

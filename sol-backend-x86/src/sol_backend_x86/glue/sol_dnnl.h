@@ -93,11 +93,13 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
  * "winograd_2x2_3x3:sol:avx2" for SOL's own) */
 const char* sol_dnnl_impl(void* handle);
 
-/* Autotuning (called at compile time through ctypes): the median seconds of one channels-last 3x3 convolution
- * (stride 1, bias, no post-ops) with `algorithm`, over `runs` calls on arbitrary data; a negative value when
- * that algorithm cannot run it. */
-double sol_dnnl_time_conv3x3(int32_t algorithm, int64_t N, int64_t H, int64_t W, int64_t C, int64_t K,
-                             int64_t pad_top, int64_t pad_left, int64_t pad_bottom, int64_t pad_right, int32_t runs);
+/* Autotuning (called at compile time through ctypes): seconds[i] is the median time of one channels-last 3x3
+ * convolution (stride 1, bias, no post-ops) with algorithms[i], over `runs` calls on arbitrary data, or a
+ * negative value when that algorithm cannot run it. The algorithms are timed in interleaved rounds, so that a
+ * burst of load on a shared machine hits them all alike. */
+void sol_dnnl_time_conv3x3(const int32_t* algorithms, int32_t count, int64_t N, int64_t H, int64_t W, int64_t C,
+                           int64_t K, int64_t pad_top, int64_t pad_left, int64_t pad_bottom, int64_t pad_right,
+                           int32_t runs, double* seconds);
 
 #ifdef __cplusplus
 }
