@@ -1,4 +1,5 @@
-// Winograd F(4x4, 3x3) for channels-last fp32 on AVX2/FMA: see sol_winograd.h for the method.
+// Winograd F(4x4, 3x3) and F(2x2, 3x3) for channels-last fp32 on AVX2/FMA: see sol_winograd.h for the method,
+// and sol_backend_x86/winograd.py for which tile size runs where (F(4x4) only on request: its float32 error).
 #include "sol_winograd.h"
 
 #include <omp.h>
