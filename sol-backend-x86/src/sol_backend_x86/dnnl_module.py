@@ -55,12 +55,8 @@ class OneDnnModule(DnnModule):
         self.tuner = tuner  # times Winograd against oneDNN per 3x3 convolution (None: the heuristic decides)
 
     def key(self) -> str:
-        import sol
-
         # the Winograd choice is part of the generated code, so what decides it is part of the cache key
-        use = sol.config.get(winograd.WINOGRAD_KEY.name, True)
-        tiles = "".join(str(a) for a in sorted(winograd.candidates()))
-        return f"onednn {self.version}|winograd {int(use)} {tiles}|autotuning {int(sol.config['autotuning'])}"
+        return f"onednn {self.version}|{winograd.settings()}"
 
     # -- planning ---------------------------------------------------------
     def accepts(self, layer: Layer) -> bool:

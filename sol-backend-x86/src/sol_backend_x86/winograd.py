@@ -95,6 +95,13 @@ def choose(layer: Layer, post_ops: list[Layer], tuner: ConvTuner | None) -> int:
     return heuristic(shape, allowed)
 
 
+def settings() -> str:
+    """What decides the choices of ``choose`` besides the layer (for cache keys of generated code)."""
+    use = sol.config.get(WINOGRAD_KEY.name, True)
+    tiles = "".join(str(a) for a in sorted(candidates()))
+    return f"winograd {int(use)} {tiles}|autotuning {int(sol.config['autotuning'])}"
+
+
 def candidates() -> frozenset[int]:
     """The algorithms sol.config allows: oneDNN and F(2x2), and F(4x4) where its accuracy was asked for."""
     if sol.config.get(WINOGRAD_4X4_KEY.name, False):

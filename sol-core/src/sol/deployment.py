@@ -30,7 +30,7 @@ from .codegen.standalone_build import build_library, check_link
 from .errors import SolDeviceError, SolError, SolInputError
 from .inputs import InputSpec
 from .inputs import input as input_spec
-from .ir import BATCH, Graph
+from .ir import Graph, solve_batch
 from .records import DeployTarget, Device
 
 _log = log.get("deploy")
@@ -199,9 +199,9 @@ def _batch(graph: Graph, examples: Sequence[Any]) -> int:
             continue
         for size, actual in zip(tensor.shape, shape, strict=True):
             if sympy.sympify(size).free_symbols:
-                solutions = sympy.solve(sympy.Eq(sympy.sympify(size), int(actual)), BATCH)
-                if len(solutions) == 1 and solutions[0].is_Integer and int(solutions[0]) >= 1:
-                    return int(solutions[0])
+                batch = solve_batch(sympy.sympify(size), int(actual))
+                if batch is not None:
+                    return batch
     wild = next(t for t in (*graph.inputs, *graph.outputs) if not t.is_static)
     raise SolInputError(f"{wild.name!r} has the shape {list(wild.shape)} with a wildcard batch; sol.deploy builds a "
                         "library for fixed shapes: pass example tensors or concrete shapes such as [1, 3, 224, 224]")

@@ -119,9 +119,9 @@ class OnnxModel:
         arrays = list(values)
         for index, (value, dtype) in enumerate(zip(arrays, self._input_dtypes, strict=True)):
             if type(value) is not np.ndarray or value.dtype != dtype or not value.flags.c_contiguous:
-                arrays[index] = self._array(self._feeds[index], value, index)
+                arrays[index] = self._array(index, value)
         compiled = self.compiled
-        batch = 1 if compiled.static else compiled.batch_of([a.shape for a in arrays])
+        batch = compiled.batch_of([a.shape for a in arrays])
         input_shapes, output_shapes = compiled.shapes(batch)
         for index, (a, shape) in enumerate(zip(arrays, input_shapes, strict=True)):
             if a.shape != shape:
@@ -147,12 +147,12 @@ class OnnxModel:
         self._prepared = (params, version, pointer_array(param_ptrs))
         return self._prepared[2]
 
-    def _array(self, name: str, value: Any, index: int) -> np.ndarray:
-        spec = self.compiled.input_specs[index]
-        # the usual case, a C-contiguous ndarray, skips np.require (a few us)
+    def _array(self, index: int, value: Any) -> np.ndarray:
+        """Input ``index`` as a C-contiguous array of its dtype (the slow path: _infer passes such arrays on)."""
         array = contiguous(value)
         if array.dtype != self._input_dtypes[index]:
-            raise SolInputError(f"input {name!r} must be {spec.dtype}, got {array.dtype}")
+            raise SolInputError(f"input {self._feeds[index]!r} must be {self.compiled.input_specs[index].dtype}, "
+                                f"got {array.dtype}")
         return array
 
     def __repr__(self) -> str:

@@ -15,15 +15,13 @@ use and cached per mode and per set of tensors that require grad.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
-import sympy
 import torch
 import torch.utils._pytree as pytree
 from sol.errors import SolInputError
-from sol.ir import BATCH, Size
+from sol.ir import BATCH, Size, solve_batch
 from sol.seeds import generation
 
 from .capture import torch_dtype
@@ -49,13 +47,6 @@ def _describe(shape: Sequence[Size]) -> str:
 def _expected(shape: Sequence[Size], dtype: torch.dtype) -> str:
     """The "expected ..." part of an input error (built only when there is an error: sympy makes it slow)."""
     return f"a {str(dtype).removeprefix('torch.')} tensor of shape {_describe(shape)}"
-
-
-@functools.lru_cache(maxsize=256)
-def _solve_batch(size: Size, actual: int) -> int | None:
-    """The positive integer batch that gives a symbolic dim ``size`` the value ``actual`` (None: none does)."""
-    solved = sympy.solve(sympy.Eq(size, actual), BATCH)
-    return int(solved[0]) if len(solved) == 1 and solved[0].is_integer and solved[0] > 0 else None
 
 
 class SolModule(torch.nn.Module):
@@ -105,7 +96,7 @@ class SolModule(torch.nn.Module):
                 if isinstance(want, int):
                     ok = want == got
                 else:
-                    solved = _solve_batch(want, got)
+                    solved = solve_batch(want, got)
                     ok = solved is not None and batch in (None, solved)
                     batch = solved if ok else batch
                 if not ok:

@@ -262,7 +262,7 @@ struct Call {
     sol_dnnl_desc d;
     std::memset(&d, 0, sizeof d);
     fill(batch, &d);
-    auto made = make(d, false, batch);
+    auto made = winograd ? dnnl::primitive() : make(d, false, batch);  // Winograd needs only the shapes
     return by_batch.emplace(batch, std::make_pair(made, d)).first->second;
   }
 
@@ -502,22 +502,11 @@ extern "C" {
 int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* weights, const void* bias,
                      const void* const* post_src, void* dst) {
   auto* call = static_cast<Call*>(handle);
-  if (call->winograd) {  // the batch's shapes from the descriptor (filled once per batch size)
-    int64_t H, W;
-    {
-      std::lock_guard<std::mutex> guard(call->lock);
-      auto found = call->by_batch.find(batch);
-      if (found == call->by_batch.end()) {
-        sol_dnnl_desc d;
-        std::memset(&d, 0, sizeof d);
-        call->fill(batch, &d);
-        found = call->by_batch.emplace(batch, std::make_pair(dnnl::primitive(), d)).first;
-      }
-      H = found->second.second.src.dims[2], W = found->second.second.src.dims[3];
-      batch = found->second.second.src.dims[0];
-    }
-    call->winograd->run(batch, H, W, static_cast<const float*>(src), static_cast<const float*>(weights),
-                        static_cast<const float*>(bias), post_src, static_cast<float*>(dst));
+  if (call->winograd) {  // the batch's shapes from its descriptor (filled once per batch size)
+    const sol_dnnl_tensor& x = call->at(batch).second.src;
+    call->winograd->run(x.dims[0], x.dims[2], x.dims[3], static_cast<const float*>(src),
+                        static_cast<const float*>(weights), static_cast<const float*>(bias), post_src,
+                        static_cast<float*>(dst));
     return 0;
   }
   try {
@@ -558,7 +547,6 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
 }
 
 const char* sol_dnnl_impl(void* handle) { return static_cast<Call*>(handle)->impl.c_str(); }
-
 
 __attribute__((visibility("default"))) void sol_dnnl_time_conv3x3(const int32_t* algorithms, int32_t count,
                                                                   int64_t N, int64_t H, int64_t W, int64_t C,

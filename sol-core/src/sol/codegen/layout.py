@@ -86,10 +86,13 @@ def plan_layouts(layers: Sequence[Layer], outputs: Sequence[Tensor], dnn: DnnMod
         library = in_library(layer)
         inputs = list(layer.inputs)
         # the library call or an elementwise layer after it (a post-op candidate)
-        call = _library_operand(layer, from_library, shadows)
+        written = _library_written(layer, from_library, shadows)
+        call = written[0][1] if written else None
         near_library = library or (_elementwise(layer.op) and call is not None)
         # a post-op candidate's full-size operands go into the call's layout: the library fuses them only then
-        post_op_layout = _post_op_layout(layer, from_library, shadows, have) if near_library and not library else None
+        post_op_layout = None
+        if near_library and not library:
+            post_op_layout = next((have(t) for t, _ in written if t.shape == layer.outputs[0].shape), None)
         for i, t in enumerate(inputs):
             want = _wanted(layer, i, dnn if library else None)
             operand = post_op_layout is not None and t.shape == layer.outputs[0].shape and id(t) not in from_library
@@ -144,23 +147,12 @@ def plan_layouts(layers: Sequence[Layer], outputs: Sequence[Tensor], dnn: DnnMod
     return result, layouts
 
 
-def _library_operand(layer: Layer, from_library: dict[int, Layer], shadows: dict[int, Tensor]) -> Layer | None:
-    """The library call whose result (or a post-op candidate of it) ``layer`` reads, if any."""
-    for t in layer.inputs:
-        call = from_library.get(id(shadows.get(id(t), t)))
-        if call is not None:
-            return call
-    return None
-
-
-def _post_op_layout(layer: Layer, from_library: dict[int, Layer], shadows: dict[int, Tensor],
-                    have: Callable[[Tensor], tuple[int, ...]]) -> tuple[int, ...] | None:
-    """The layout of the library-written operand of an elementwise layer (None: it has none of the output's shape)."""
-    for t in layer.inputs:
-        t = shadows.get(id(t), t)
-        if id(t) in from_library and t.shape == layer.outputs[0].shape:
-            return have(t)
-    return None
+def _library_written(layer: Layer, from_library: dict[int, Layer],
+                     shadows: dict[int, Tensor]) -> list[tuple[Tensor, Layer]]:
+    """The inputs of ``layer`` a library call wrote (directly or through post-op candidates), with that call;
+    a model output is replaced by the library's own-layout copy of it (its shadow)."""
+    inputs = (shadows.get(id(t), t) for t in layer.inputs)
+    return [(t, from_library[id(t)]) for t in inputs if id(t) in from_library]
 
 
 def _elementwise(op: str) -> bool:

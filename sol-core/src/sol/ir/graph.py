@@ -9,6 +9,7 @@ can be written against purposes instead of positions.
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import itertools
 from collections.abc import Iterable, Sequence
@@ -43,6 +44,20 @@ def evaluate(size: Size, batch: int) -> int:
     if isinstance(size, int):
         return size
     return int(size.subs(BATCH, batch))
+
+
+@functools.lru_cache(maxsize=256)
+def solve_batch(size: Size, actual: int) -> int | None:
+    """The positive integer batch that gives ``size`` the value ``actual`` (None: no single one does).
+
+    Cached: sympy takes ~100 us a solve, and callers check the same input shapes at every call.
+    """
+    if isinstance(size, int):
+        return None
+    solutions = sympy.solve(sympy.Eq(size, int(actual)), BATCH)
+    if len(solutions) == 1 and solutions[0].is_Integer and int(solutions[0]) >= 1:
+        return int(solutions[0])
+    return None
 
 
 class Purpose(enum.Enum):

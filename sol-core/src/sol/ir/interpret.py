@@ -9,7 +9,7 @@ import numpy as np
 import sympy
 
 from ..errors import SolInputError
-from .graph import BATCH, Graph, Layer, Tensor
+from .graph import BATCH, Graph, Layer, Tensor, solve_batch
 from .registry import get_op
 
 
@@ -24,10 +24,10 @@ def infer_batch(graph: Graph, inputs: Sequence[np.ndarray]) -> int | None:
                 if dim.size != actual:
                     raise SolInputError(f"input {tensor.name!r} expects shape {list(tensor.shape)}, got {list(value.shape)}")
                 continue
-            solutions = sympy.solve(sympy.Eq(dim.size, actual), BATCH)
-            if len(solutions) != 1 or (batch is not None and solutions[0] != batch):
+            solved = solve_batch(dim.size, actual)
+            if solved is None or (batch is not None and solved != batch):
                 raise SolInputError(f"input {tensor.name!r} shape {list(value.shape)} does not fit {list(tensor.shape)} for one batch size")
-            batch = int(solutions[0])
+            batch = solved
     return batch
 
 

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import sympy
 
 from ..errors import SolInputError
-from ..ir import BATCH, Graph, Size, Tensor, evaluate
+from ..ir import Graph, Size, Tensor, evaluate, solve_batch
 from .library import ModelLibrary, pointer_array
 
 _ALIGN = 64
@@ -62,16 +61,16 @@ class CompiledModel:
         self._workspace_ptr = 0
         self._workspace_bytes = -1
         self._workspace_batch = -1  # the batch the workspace was last checked for
-        # Per-call work is cached: the concrete input/output shapes per batch, the batch per tuple of input
-        # shapes (sympy is slow: ~100 us a substitution), and nothing at all for a static graph.
+        # Per-call work is cached: the concrete input/output shapes per batch (sympy is slow: ~100 us a
+        # substitution; solve_batch caches the other direction), and nothing at all for a static graph.
         #: no input dim depends on the batch (batch_of is then always 1)
         self.static = all(isinstance(s, int) for spec in self.input_specs for s in spec.shape)
         self._shapes: dict[int, tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]] = {}
-        self._batches: dict[tuple[tuple[int, ...], ...], int] = {}
-        #: (inputs, parameter array length, outputs) and the ctypes array types of the input/output pointers
-        self._counts = (len(self.input_specs), max(len(self.param_names), 1), len(self.output_specs))
-        self._pointer_types = (ctypes.c_void_p * max(len(self.input_specs), 1),
-                               ctypes.c_void_p * max(len(self.output_specs), 1))
+        #: the length of the parameter pointer array (at least one slot, as the generated code expects)
+        self._param_slots = max(len(self.param_names), 1)
+        #: ctypes array types of the input and output pointers
+        self._input_array = ctypes.c_void_p * max(len(self.input_specs), 1)
+        self._output_array = ctypes.c_void_p * max(len(self.output_specs), 1)
         self.prepared = False
         #: called with this model after every forward (debug mode prints its per-Cluster times from here)
         self.run_listeners: list[Callable[[CompiledModel], None]] = []
@@ -81,10 +80,6 @@ class CompiledModel:
         return self.library.path
 
     # -- shapes ----------------------------------------------------------
-    def input_shapes(self, batch: int) -> list[tuple[int, ...]]:
-        """The concrete shapes the inputs must have at ``batch``."""
-        return list(self.shapes(batch)[0])
-
     def output_shapes(self, batch: int) -> list[tuple[int, ...]]:
         return list(self.shapes(batch)[1])
 
@@ -106,22 +101,12 @@ class CompiledModel:
         """The batch that makes the input specs match ``shapes`` (1 for a static graph)."""
         if self.static:
             return 1
-        key = tuple(tuple(shape) for shape in shapes)
-        batch = self._batches.get(key)
-        if batch is None:
-            batch = self._solve_batch(shapes)
-            if len(self._batches) >= 64:
-                self._batches.clear()
-            self._batches[key] = batch
-        return batch
-
-    def _solve_batch(self, shapes: list[tuple[int, ...]]) -> int:
         for spec, shape in zip(self.input_specs, shapes, strict=False):
             for size, actual in zip(spec.shape, shape, strict=False):
                 if not isinstance(size, int):
-                    solutions = sympy.solve(sympy.Eq(size, actual), BATCH)
-                    if len(solutions) == 1 and solutions[0].is_Integer and int(solutions[0]) >= 1:
-                        return int(solutions[0])
+                    batch = solve_batch(size, actual)
+                    if batch is not None:
+                        return batch
                     raise SolInputError(f"input {spec.name!r}: a dim of size {actual} does not fit {size} for any batch")
         return 1
 
@@ -147,10 +132,10 @@ class CompiledModel:
         warm time; docs/debugging.md, "Time outside the Clusters"): the checks are
         C-level (len, all) and error messages are built only when a check fails.
         """
-        if len(input_ptrs) != self._counts[0] or not all(input_ptrs):
-            self._check_count("input", input_ptrs, self._counts[0])
+        if len(input_ptrs) != len(self.input_specs) or not all(input_ptrs):
+            self._check_count("input", input_ptrs, len(self.input_specs))
         if isinstance(param_ptrs, ctypes.Array):
-            if len(param_ptrs) != self._counts[1]:
+            if len(param_ptrs) != self._param_slots:
                 raise SolInputError(f"model {self.graph.name!r} takes {len(self.param_names)} parameter pointers, "
                                     f"got an array of {len(param_ptrs)}")
             params = param_ptrs
@@ -159,22 +144,20 @@ class CompiledModel:
             if not self.prepared:
                 self.prepare(param_ptrs)
             params = pointer_array(param_ptrs)
-        if len(output_ptrs) != self._counts[2] or not all(output_ptrs):
-            self._check_count("output", output_ptrs, self._counts[2])
+        if len(output_ptrs) != len(self.output_specs) or not all(output_ptrs):
+            self._check_count("output", output_ptrs, len(self.output_specs))
         if not isinstance(batch, int) or batch < 1:
             raise SolInputError(f"batch must be a positive int, got {batch!r}")
         if not self.prepared:
             raise SolInputError(f"model {self.graph.name!r}: call prepare() before run() with a pointer array")
-        inputs, outputs = self._pointer_types
         with self._lock:
             workspace = self._workspace_ptr if batch == self._workspace_batch else self._grow_workspace(batch)
-            status = self.library.forward(self._derived_ptr, inputs(*input_ptrs), params, outputs(*output_ptrs),
-                                          workspace, batch)
+            status = self.library.forward(self._derived_ptr, self._input_array(*input_ptrs), params,
+                                          self._output_array(*output_ptrs), workspace, batch)
         if status:
             self._raise_status(status)
-        if self.run_listeners:
-            for listener in self.run_listeners:
-                listener(self)
+        for listener in self.run_listeners:
+            listener(self)
 
     def run_numpy(self, inputs: list[np.ndarray], params: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Convenience for tests and tools: numpy in, numpy out (prepares every call)."""
