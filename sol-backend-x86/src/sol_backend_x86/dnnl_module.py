@@ -22,7 +22,7 @@ from sol.codegen.dnn import DnnCall, DnnCode, DnnModule
 from sol.codegen.layout import channels_last
 from sol.ir import Layer, Size, Tensor
 
-from . import winograd
+from . import grouped, winograd
 
 if TYPE_CHECKING:  # the kernels package registers every op (slow to import): only the generator needs it
     from sol.codegen.kernels import KernelContext
@@ -52,11 +52,11 @@ class OneDnnModule(DnnModule):
 
     def __init__(self, version: str = "", tuner: winograd.ConvTuner | None = None) -> None:
         self.version = version
-        self.tuner = tuner  # times Winograd against oneDNN per 3x3 convolution (None: the heuristic decides)
+        self.tuner = tuner  # times SOL's kernels against oneDNN per convolution (None: the heuristics decide)
 
     def key(self) -> str:
         # the Winograd choice is part of the generated code, so what decides it is part of the cache key
-        return f"onednn {self.version}|{winograd.settings()}"
+        return f"onednn {self.version}|{winograd.settings()}|{grouped.settings()}"
 
     # -- planning ---------------------------------------------------------
     def accepts(self, layer: Layer) -> bool:
@@ -178,6 +178,8 @@ class OneDnnModule(DnnModule):
             if algorithm != winograd.DIRECT:
                 lines.append(f"d->algorithm = {winograd.C_NAMES[algorithm]};  // SOL's {winograd.NAMES[algorithm]}: "
                              "see sol_winograd.h")
+            elif grouped.choose(anchor, call.post_ops, self.tuner):
+                lines.append("d->algorithm = SOL_DNNL_GROUPED;  // SOL's grouped/depthwise kernel: see sol_grouped.h")
             lines += _tensor("d->src", x.shape, kc.layout(x))
             lines += _tensor("d->dst", out.shape, kc.layout(out))
             lines += _tensor("d->weights", *_conv_weights(anchor.op, w.shape, groups))

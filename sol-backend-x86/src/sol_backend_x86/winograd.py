@@ -53,7 +53,7 @@ WINOGRAD_4X4_KEY = ConfigKey("x86::winograd_4x4", bool, False,
 #: Winograd must beat oneDNN by this factor in the timing to be chosen (ties go to the direct convolution)
 MARGIN = 0.95
 RUNS = 7
-#: eltwise post-ops the Winograd epilogue computes (see winograd_for in sol_dnnl.cpp); binary ops all work
+#: eltwise post-ops the epilogue of SOL's kernels computes (post_ops_for in sol_dnnl.cpp); binary ops all work
 _ACTIVATIONS = frozenset({"relu", "leaky_relu", "clamp"})
 
 
@@ -68,10 +68,16 @@ def eligible(layer: Layer, post_ops: list[Layer]) -> bool:
         return False
     if any(int(s) != 1 for s in a["stride"]) or any(int(d) != 1 for d in a["dilation"]):
         return False
+    return post_ops_supported(post_ops)
+
+
+def post_ops_supported(post_ops: list[Layer]) -> bool:
+    """Whether the epilogue of SOL's own kernels (glue/sol_kernels.h) computes these fused post-ops."""
     return all(p.op in _ACTIVATIONS or len(p.inputs) == 2 for p in post_ops)
 
 
-#: the glue's algorithms (SOL_DNNL_DIRECT, SOL_DNNL_WINOGRAD, SOL_DNNL_WINOGRAD_2X2 in sol_dnnl.h), by name
+#: the glue's algorithms (SOL_DNNL_DIRECT, SOL_DNNL_WINOGRAD, SOL_DNNL_WINOGRAD_2X2 in sol_dnnl.h), by name;
+#: SOL_DNNL_GROUPED (3) is grouped.py's
 DIRECT, WINOGRAD_4X4, WINOGRAD_2X2 = 0, 1, 2
 NAMES = {DIRECT: "oneDNN", WINOGRAD_4X4: "Winograd F(4x4,3x3)", WINOGRAD_2X2: "Winograd F(2x2,3x3)"}
 C_NAMES = {WINOGRAD_4X4: "SOL_DNNL_WINOGRAD", WINOGRAD_2X2: "SOL_DNNL_WINOGRAD_2X2"}
@@ -131,38 +137,48 @@ def _tiles(shape: tuple[int, ...], size: int) -> int:
     return n * -(-(h + top + bottom - 2) // size) * -(-(w + left + right - 2) // size)
 
 
+def conv_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The glue's 14-number convolution shape (sol_dnnl_time_conv) of a 3x3, stride-1, ungrouped ``shape``."""
+    n, h, w, c, k, top, left, bottom, right = shape
+    return (n, h, w, c, k, 1, 3, 3, 1, 1, top, left, bottom, right)
+
+
 class ConvTuner:
-    """Times oneDNN's and the Winograd 3x3 convolutions through the glue (a shared library built once)."""
+    """Times oneDNN's and SOL's own convolutions through the glue (a shared library built once)."""
 
     def __init__(self, cc: str, include_dir: Path, library: Path, toolchain: Callable[[], str]) -> None:
         # toolchain: the flavour's toolchain_id, so the tuner links the same glue object as the models
         self.cc, self.include_dir, self.library, self.toolchain = cc, include_dir, library, toolchain
 
     def fastest(self, shape: tuple[int, ...], allowed: frozenset[int] = frozenset(NAMES)) -> int:
-        """The fastest ``allowed`` algorithm for the shape; Winograd must beat oneDNN by MARGIN.
+        """The fastest ``allowed`` algorithm for the 3x3 shape; Winograd must beat oneDNN by MARGIN.
 
         Every algorithm is timed (once per shape: cached), so changing ``allowed`` needs no new timing.
         """
-        key = hashlib.sha256(f"winograd choice|{glue.source_hash()}|{self.cc}|{self.library}|{shape}".encode()).hexdigest()
-
-        def measure(directory: Path) -> dict[str, object]:
-            timings = {str(algorithm): seconds for algorithm, seconds in self._time_all(shape).items()}
-            (directory / "timings.json").write_text(json.dumps(timings))
-            _log.debug("x86 autotuning: 3x3 conv %s: %s", shape, ", ".join(
-                f"{NAMES[int(a)]} {t * 1e3:.3f} ms" for a, t in timings.items()))
-            return {"what": "x86 autotuning: 3x3 convolution", "shape": list(shape), "seconds": timings}
-
-        timings = {int(a): float(t) for a, t in cache.get_or_build(key, measure).metadata["seconds"].items()}
+        timings = self.timings(conv_shape(shape), tuple(sorted(NAMES)))
         direct = timings[DIRECT]
         faster = [(t, a) for a, t in timings.items() if a != DIRECT and a in allowed and 0 < t < MARGIN * direct]
         return min(faster)[1] if faster else DIRECT
 
-    def _time_all(self, shape: tuple[int, ...]) -> dict[int, float]:
+    def timings(self, shape: tuple[int, ...], algorithms: tuple[int, ...]) -> dict[int, float]:
+        """Seconds per algorithm on a glue convolution shape (negative: it cannot run it); cached per shape."""
+        key = hashlib.sha256(f"conv timings|{glue.source_hash()}|{self.cc}|{self.library}|{shape}|{algorithms}"
+                             .encode()).hexdigest()
+
+        def measure(directory: Path) -> dict[str, object]:
+            timings = {str(algorithm): seconds for algorithm, seconds in self._time_all(shape, algorithms).items()}
+            (directory / "timings.json").write_text(json.dumps(timings))
+            _log.debug("x86 autotuning: conv %s: %s", shape, ", ".join(
+                f"algorithm {a} {t * 1e3:.3f} ms" for a, t in timings.items()))
+            return {"what": "x86 autotuning: convolution", "shape": list(shape), "seconds": timings}
+
+        return {int(a): float(t) for a, t in cache.get_or_build(key, measure).metadata["seconds"].items()}
+
+    def _time_all(self, shape: tuple[int, ...], algorithms: tuple[int, ...]) -> dict[int, float]:
         """Seconds per algorithm (negative: it cannot run the shape), timed in interleaved rounds."""
-        algorithms = sorted(NAMES)
         seconds = (ctypes.c_double * len(algorithms))()
-        self._functions().sol_dnnl_time_conv3x3((ctypes.c_int32 * len(algorithms))(*algorithms), len(algorithms),
-                                                *shape, RUNS, seconds)
+        self._functions().sol_dnnl_time_conv((ctypes.c_int32 * len(algorithms))(*algorithms), len(algorithms),
+                                             (ctypes.c_int64 * len(shape))(*shape), RUNS, seconds)
         return dict(zip(algorithms, map(float, seconds), strict=True))
 
     @functools.cache  # noqa: B019 - one tuner per flavour, living as long as the process
@@ -177,7 +193,8 @@ class ConvTuner:
             return {"what": "oneDNN glue for autotuning"}
 
         lib = ctypes.CDLL(str(cache.get_or_build(key, build).file("tuning.so")))
-        lib.sol_dnnl_time_conv3x3.restype = None
-        lib.sol_dnnl_time_conv3x3.argtypes = [ctypes.POINTER(ctypes.c_int32), ctypes.c_int32, *[ctypes.c_int64] * 9,
-                                              ctypes.c_int32, ctypes.POINTER(ctypes.c_double)]
+        lib.sol_dnnl_time_conv.restype = None
+        lib.sol_dnnl_time_conv.argtypes = [ctypes.POINTER(ctypes.c_int32), ctypes.c_int32,
+                                           ctypes.POINTER(ctypes.c_int64), ctypes.c_int32,
+                                           ctypes.POINTER(ctypes.c_double)]
         return lib

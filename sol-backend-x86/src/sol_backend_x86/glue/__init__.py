@@ -20,9 +20,9 @@ from sol.errors import SolBuildError
 HERE = Path(__file__).parent
 HEADER = HERE / "sol_dnnl.h"
 SOURCE = HERE / "sol_dnnl.cpp"
-#: every source of the glue: the oneDNN calls and SOL's own Winograd convolution
-SOURCES = (SOURCE, HERE / "sol_winograd.cpp")
-FILES = (HEADER, HERE / "sol_winograd.h", *SOURCES)
+#: every source of the glue: the oneDNN calls and SOL's own convolutions (Winograd, grouped/depthwise)
+SOURCES = (SOURCE, HERE / "sol_winograd.cpp", HERE / "sol_grouped.cpp")
+FILES = (HEADER, HERE / "sol_kernels.h", HERE / "sol_winograd.h", HERE / "sol_grouped.h", *SOURCES)
 OBJECT_NAME = "sol_dnnl.o"
 
 
@@ -37,7 +37,7 @@ def glue_object(cc: str, include_dir: Path, toolchain: str) -> Path:
 
     def build(directory: Path) -> dict[str, str]:
         # One object per source, compiled side by side (the glue is most of a first compile's time:
-        # ~6 s for sol_dnnl.cpp's oneDNN templates, ~3 s for Winograd), then one relocatable object.
+        # ~6 s for sol_dnnl.cpp's oneDNN templates, ~3 s for Winograd, ~2 s for the grouped kernel), then one relocatable object.
         objects = [directory / f"{source.stem}.part.o" for source in SOURCES]
         run_all([[*shlex.split(cc), "-O2", "-std=c++17", "-fPIC", "-fvisibility=hidden", "-fopenmp", "-c",
                    str(source), f"-I{HERE}", f"-I{include_dir}", "-o", str(obj)]

@@ -14,6 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sol_grouped.h"
+#include "sol_kernels.h"
 #include "sol_winograd.h"
 
 namespace {
@@ -94,7 +96,7 @@ struct Call {
   sol_dnnl_fill fill = nullptr;
   int op = 0;
   bool static_weights = false;
-  std::unique_ptr<sol_winograd::Conv> winograd;  // set when the call runs as SOL's Winograd instead of oneDNN
+  std::unique_ptr<sol_kernels::Kernel> own;  // set when the call runs as one of SOL's kernels instead of oneDNN
   memory::desc user_weights;    // the framework's weights as they lie in memory
   memory::desc packed_weights;  // the format the creation primitive chose (static weights)
   std::string impl;
@@ -262,7 +264,7 @@ struct Call {
     sol_dnnl_desc d;
     std::memset(&d, 0, sizeof d);
     fill(batch, &d);
-    auto made = winograd ? dnnl::primitive() : make(d, false, batch);  // Winograd needs only the shapes
+    auto made = own ? dnnl::primitive() : make(d, false, batch);  // SOL's kernels need only the shapes
     return by_batch.emplace(batch, std::make_pair(made, d)).first->second;
   }
 
@@ -322,51 +324,46 @@ void rebind(Call::Bound& b, const void* src, const void* weights, const void* bi
   }
 }
 
-// The Winograd kernel for a forward convolution descriptor, or null when it cannot run it (see sol_dnnl.h).
-std::unique_ptr<sol_winograd::Conv> winograd_for(const sol_dnnl_desc& d) {
+// SOL's kernel for a forward convolution descriptor, or null when it asks for oneDNN or the kernel cannot run it
+// (see sol_dnnl.h).
+std::unique_ptr<sol_kernels::Kernel> own_kernel_for(const sol_dnnl_desc& d) {
   const sol_dnnl_tensor &src = d.src, &dst = d.dst, &w = d.weights;
-  const int32_t channels_last[] = {0, 2, 3, 1}, plain[] = {0, 1, 2, 3};
+  const int32_t channels_last[] = {0, 2, 3, 1};
   const bool nhwc = src.ndims == 4 && dst.ndims == 4 && std::equal(src.order, src.order + 4, channels_last) &&
                     std::equal(dst.order, dst.order + 4, channels_last);
-  const bool winograd = d.algorithm == SOL_DNNL_WINOGRAD || d.algorithm == SOL_DNNL_WINOGRAD_2X2;
-  if (d.op != SOL_DNNL_CONV || !winograd || !d.static_weights || !nhwc || w.ndims != 4 ||
-      !std::equal(w.order, w.order + 4, plain) || w.dims[2] != 3 || w.dims[3] != 3 || w.dims[0] % 8 != 0 ||
-      !sol_winograd::Conv::supported())
+  const bool plain_weights = [&] {
+    for (int i = 0; i < w.ndims; ++i)
+      if (w.order[i] != i) return false;
+    return true;
+  }();
+  if (d.op != SOL_DNNL_CONV || d.algorithm == SOL_DNNL_DIRECT || !d.static_weights || !nhwc || !plain_weights ||
+      dst.dims[1] % 8 != 0 || !sol_kernels::avx2_supported())
     return nullptr;
   for (int i = 0; i < 2; ++i)
-    if (d.stride[i] != 1 || d.dilation[i] != 0) return nullptr;
+    if (d.dilation[i] != 0) return nullptr;
+  std::vector<sol_kernels::PostOp> post;
+  if (!sol_kernels::post_ops_for(d, &post)) return nullptr;
+  const int64_t groups = w.ndims == 5 ? w.dims[0] : 1;
+  const int64_t* kernel = w.dims + w.ndims - 2;
+  if (d.algorithm == SOL_DNNL_GROUPED) {
+    if (!sol_grouped::Conv::handles(src.dims[1], dst.dims[1], groups)) return nullptr;
+    auto conv = std::make_unique<sol_grouped::Conv>();
+    conv->C = src.dims[1], conv->K = dst.dims[1], conv->groups = groups;
+    conv->KH = kernel[0], conv->KW = kernel[1], conv->SH = d.stride[0], conv->SW = d.stride[1];
+    conv->pad_t = d.pad_l[0], conv->pad_l = d.pad_l[1], conv->pad_b = d.pad_r[0], conv->pad_r = d.pad_r[1];
+    conv->has_bias = d.has_bias != 0;
+    conv->post = std::move(post);
+    return conv;
+  }
+  if ((d.algorithm != SOL_DNNL_WINOGRAD && d.algorithm != SOL_DNNL_WINOGRAD_2X2) || groups != 1 ||
+      kernel[0] != 3 || kernel[1] != 3 || d.stride[0] != 1 || d.stride[1] != 1)
+    return nullptr;
   auto conv = std::make_unique<sol_winograd::Conv>();
   conv->tile = d.algorithm == SOL_DNNL_WINOGRAD_2X2 ? 2 : 4;
   conv->K = w.dims[0], conv->C = w.dims[1];
   conv->pad_t = d.pad_l[0], conv->pad_l = d.pad_l[1], conv->pad_b = d.pad_r[0], conv->pad_r = d.pad_r[1];
   conv->has_bias = d.has_bias != 0;
-  for (int i = 0; i < d.npost; ++i) {
-    const sol_dnnl_post& p = d.post[i];
-    sol_winograd::PostOp op;
-    if (p.kind == SOL_DNNL_ELTWISE && (p.alg == SOL_DNNL_RELU || p.alg == SOL_DNNL_CLIP)) {
-      op.kind = p.alg == SOL_DNNL_RELU ? sol_winograd::PostOp::RELU : sol_winograd::PostOp::CLIP;
-      op.alpha = p.alpha, op.beta = p.beta;
-    } else if (p.kind == SOL_DNNL_BINARY) {
-      const sol_dnnl_tensor& t = p.src1;
-      int64_t elements = 1;
-      for (int j = 0; j < t.ndims; ++j) elements *= t.dims[j];
-      op.kind = sol_winograd::PostOp::BINARY;
-      op.alg = p.alg;
-      if (elements == 1) {
-        op.broadcast = sol_winograd::PostOp::SCALAR;
-      } else if (t.ndims == 4 && elements == t.dims[1] && t.dims[1] == dst.dims[1]) {
-        op.broadcast = sol_winograd::PostOp::CHANNEL;
-      } else if (t.ndims == 4 && std::equal(t.dims, t.dims + 4, dst.dims) &&
-                 std::equal(t.order, t.order + 4, channels_last)) {
-        op.broadcast = sol_winograd::PostOp::FULL;
-      } else {
-        return nullptr;
-      }
-    } else {
-      return nullptr;
-    }
-    conv->post.push_back(op);
-  }
+  conv->post = std::move(post);
   return conv;
 }
 
@@ -377,6 +374,50 @@ dnnl::stream& cpu_stream() {
 }
 
 }  // namespace
+
+namespace sol_kernels {
+
+bool avx2_supported() {
+#if SOL_HAVE_AVX2
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
+bool post_ops_for(const sol_dnnl_desc& d, std::vector<PostOp>* out) {
+  const int32_t channels_last[] = {0, 2, 3, 1};
+  for (int i = 0; i < d.npost; ++i) {
+    const sol_dnnl_post& p = d.post[i];
+    PostOp op;
+    if (p.kind == SOL_DNNL_ELTWISE && (p.alg == SOL_DNNL_RELU || p.alg == SOL_DNNL_CLIP)) {
+      op.kind = p.alg == SOL_DNNL_RELU ? PostOp::RELU : PostOp::CLIP;
+      op.alpha = p.alpha, op.beta = p.beta;
+    } else if (p.kind == SOL_DNNL_BINARY) {
+      const sol_dnnl_tensor& t = p.src1;
+      int64_t elements = 1;
+      for (int j = 0; j < t.ndims; ++j) elements *= t.dims[j];
+      op.kind = PostOp::BINARY;
+      op.alg = p.alg;
+      if (elements == 1) {
+        op.broadcast = PostOp::SCALAR;
+      } else if (t.ndims == 4 && elements == t.dims[1] && t.dims[1] == d.dst.dims[1]) {
+        op.broadcast = PostOp::CHANNEL;
+      } else if (t.ndims == 4 && std::equal(t.dims, t.dims + 4, d.dst.dims) &&
+                 std::equal(t.order, t.order + 4, channels_last)) {
+        op.broadcast = PostOp::FULL;
+      } else {
+        return false;
+      }
+    } else {
+      return false;
+    }
+    out->push_back(op);
+  }
+  return true;
+}
+
+}  // namespace sol_kernels
 
 extern "C" {
 
@@ -392,9 +433,9 @@ void* sol_dnnl_create(sol_dnnl_fill fill, int64_t batch) {
     call->op = d.op;
     call->static_weights = d.static_weights != 0;
     call->user_weights = dense(d.weights);
-    call->winograd = winograd_for(d);
-    if (call->winograd) {  // no oneDNN primitive: the handle keeps the descriptor for the shapes
-      call->impl = call->winograd->tile == 2 ? "winograd_2x2_3x3:sol:avx2" : "winograd_4x4_3x3:sol:avx2";
+    call->own = own_kernel_for(d);
+    if (call->own) {  // no oneDNN primitive: the handle keeps the descriptor for the shapes
+      call->impl = call->own->name();
       call->by_batch.emplace(batch, std::make_pair(dnnl::primitive(), d));
       return call.release();
     }
@@ -409,14 +450,14 @@ void* sol_dnnl_create(sol_dnnl_fill fill, int64_t batch) {
 
 int64_t sol_dnnl_packed_bytes(void* handle) {
   auto* call = static_cast<Call*>(handle);
-  if (call->winograd) return call->winograd->packed_floats() * static_cast<int64_t>(sizeof(float));
+  if (call->own) return call->own->packed_floats() * static_cast<int64_t>(sizeof(float));
   return call->static_weights ? static_cast<int64_t>(call->packed_weights.get_size()) : 0;
 }
 
 int sol_dnnl_pack(void* handle, const void* weights, void* packed) {
   auto* call = static_cast<Call*>(handle);
-  if (call->winograd) {
-    call->winograd->pack(static_cast<const float*>(weights), static_cast<float*>(packed));
+  if (call->own) {
+    call->own->pack(static_cast<const float*>(weights), static_cast<float*>(packed));
     return 0;
   }
   try {
@@ -502,9 +543,9 @@ extern "C" {
 int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* weights, const void* bias,
                      const void* const* post_src, void* dst) {
   auto* call = static_cast<Call*>(handle);
-  if (call->winograd) {  // the batch's shapes from its descriptor (filled once per batch size)
+  if (call->own) {  // the batch's shapes from its descriptor (filled once per batch size)
     const sol_dnnl_tensor& x = call->at(batch).second.src;
-    call->winograd->run(x.dims[0], x.dims[2], x.dims[3], static_cast<const float*>(src),
+    call->own->run(x.dims[0], x.dims[2], x.dims[3], static_cast<const float*>(src),
                         static_cast<const float*>(weights), static_cast<const float*>(bias), post_src,
                         static_cast<float*>(dst));
     return 0;
@@ -548,31 +589,31 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
 
 const char* sol_dnnl_impl(void* handle) { return static_cast<Call*>(handle)->impl.c_str(); }
 
-__attribute__((visibility("default"))) void sol_dnnl_time_conv3x3(const int32_t* algorithms, int32_t count,
-                                                                  int64_t N, int64_t H, int64_t W, int64_t C,
-                                                                  int64_t K, int64_t pad_top, int64_t pad_left,
-                                                                  int64_t pad_bottom, int64_t pad_right, int32_t runs,
-                                                                  double* seconds) {
-  static thread_local int64_t dims[6];
-  static thread_local int64_t pads[4];
-  dims[0] = N, dims[1] = H, dims[2] = W, dims[3] = C, dims[4] = K;
-  pads[0] = pad_top, pads[1] = pad_left, pads[2] = pad_bottom, pads[3] = pad_right;
+__attribute__((visibility("default"))) void sol_dnnl_time_conv(const int32_t* algorithms, int32_t count,
+                                                               const int64_t* shape, int32_t runs, double* seconds) {
+  enum { N, H, W, C, K, G, KH, KW, SH, SW, TOP, LEFT, BOTTOM, RIGHT };
+  static thread_local int64_t s[SOL_DNNL_SHAPE_DIMS];
+  std::copy(shape, shape + SOL_DNNL_SHAPE_DIMS, s);
   static thread_local int32_t chosen;
-  // the descriptor a generated fill function would write (dims from the thread-locals above)
+  // the descriptor a generated fill function would write (the shape from the thread-local above)
   sol_dnnl_fill fill = [](int64_t, sol_dnnl_desc* d) {
-    const int64_t Ho = dims[1] + pads[0] + pads[2] - 2, Wo = dims[2] + pads[1] + pads[3] - 2;
-    const int64_t src[] = {dims[0], dims[3], dims[1], dims[2]}, dst[] = {dims[0], dims[4], Ho, Wo};
-    const int64_t w[] = {dims[4], dims[3], 3, 3}, b[] = {dims[4]};
-    const int32_t nhwc[] = {0, 2, 3, 1}, plain[] = {0, 1, 2, 3};
+    const int64_t Ho = (s[H] + s[TOP] + s[BOTTOM] - s[KH]) / s[SH] + 1;
+    const int64_t Wo = (s[W] + s[LEFT] + s[RIGHT] - s[KW]) / s[SW] + 1;
+    const int64_t src[] = {s[N], s[C], s[H], s[W]}, dst[] = {s[N], s[K], Ho, Wo}, b[] = {s[K]};
+    const int64_t dense_w[] = {s[K], s[C], s[KH], s[KW]}, grouped_w[] = {s[G], s[K] / s[G], s[C] / s[G], s[KH], s[KW]};
+    const int32_t nhwc[] = {0, 2, 3, 1}, plain[] = {0, 1, 2, 3, 4};
     d->op = SOL_DNNL_CONV, d->algorithm = chosen, d->static_weights = 1, d->has_bias = 1, d->npost = 0;
     sol_dnnl_tensor_set(&d->src, 4, src, nhwc);
     sol_dnnl_tensor_set(&d->dst, 4, dst, nhwc);
-    sol_dnnl_tensor_set(&d->weights, 4, w, plain);
+    if (s[G] == 1) sol_dnnl_tensor_set(&d->weights, 4, dense_w, plain);
+    else sol_dnnl_tensor_set(&d->weights, 5, grouped_w, plain);
     sol_dnnl_tensor_set(&d->bias, 1, b, plain);
-    for (int i = 0; i < 2; ++i) d->stride[i] = 1, d->dilation[i] = 0, d->pad_l[i] = pads[i], d->pad_r[i] = pads[2 + i];
+    const int64_t pad_l[] = {s[TOP], s[LEFT]}, pad_r[] = {s[BOTTOM], s[RIGHT]}, stride[] = {s[SH], s[SW]};
+    for (int i = 0; i < 2; ++i) d->stride[i] = stride[i], d->dilation[i] = 0, d->pad_l[i] = pad_l[i], d->pad_r[i] = pad_r[i];
   };
-  const int64_t Ho = H + pad_top + pad_bottom - 2, Wo = W + pad_left + pad_right - 2;
-  std::vector<float> x(N * H * W * C, 0.5f), w(K * C * 9, 0.01f), bias(K, 0.1f), y(N * Ho * Wo * K);
+  const int64_t Ho = (s[H] + s[TOP] + s[BOTTOM] - s[KH]) / s[SH] + 1, Wo = (s[W] + s[LEFT] + s[RIGHT] - s[KW]) / s[SW] + 1;
+  std::vector<float> x(s[N] * s[H] * s[W] * s[C], 0.5f), w(s[K] * s[C] / s[G] * s[KH] * s[KW], 0.01f);
+  std::vector<float> bias(s[K], 0.1f), y(s[N] * Ho * Wo * s[K]);
   // one prepared call (and its packed weights) per algorithm; those that cannot run the shape are left out
   std::vector<std::unique_ptr<Call>> calls(count);
   std::vector<std::vector<char>> packed(count);
@@ -580,8 +621,8 @@ __attribute__((visibility("default"))) void sol_dnnl_time_conv3x3(const int32_t*
   for (int32_t a = 0; a < count; ++a) {
     seconds[a] = -1.0;
     chosen = algorithms[a];
-    calls[a].reset(static_cast<Call*>(sol_dnnl_create(fill, N)));
-    if (calls[a] && algorithms[a] != SOL_DNNL_DIRECT && !calls[a]->winograd) calls[a].reset();
+    calls[a].reset(static_cast<Call*>(sol_dnnl_create(fill, s[N])));
+    if (calls[a] && algorithms[a] != SOL_DNNL_DIRECT && !calls[a]->own) calls[a].reset();
     if (!calls[a]) continue;
     packed[a].resize(sol_dnnl_packed_bytes(calls[a].get()) + 64);
     if (sol_dnnl_pack(calls[a].get(), w.data(), packed[a].data()) != 0) calls[a].reset();
@@ -596,7 +637,7 @@ __attribute__((visibility("default"))) void sol_dnnl_time_conv3x3(const int32_t*
       if (!calls[a]) continue;
       for (size_t at = 0; at < evict.size(); at += 64) evict[at] = static_cast<char>(round + a);
       const auto start = std::chrono::steady_clock::now();
-      if (sol_dnnl_execute(calls[a].get(), N, x.data(), packed[a].data(), bias.data(), nullptr, y.data()) != 0) {
+      if (sol_dnnl_execute(calls[a].get(), s[N], x.data(), packed[a].data(), bias.data(), nullptr, y.data()) != 0) {
         calls[a].reset();
         times[a].clear();
         continue;

@@ -53,10 +53,13 @@ typedef struct sol_dnnl_post {
   sol_dnnl_tensor src1;
 } sol_dnnl_post;
 
-/* How a forward convolution runs: oneDNN's choice, or SOL's Winograd F(4x4, 3x3) or F(2x2, 3x3) (3x3 kernels,
- * stride 1, no dilation or groups, channels-last src/dst, static weights, output channels a multiple of 8,
- * post-ops among relu/clip and binary ops; otherwise, or on a CPU without AVX2/FMA, it falls back to oneDNN). */
-enum { SOL_DNNL_DIRECT = 0, SOL_DNNL_WINOGRAD = 1, SOL_DNNL_WINOGRAD_2X2 = 2 };
+/* How a forward convolution runs: oneDNN's choice, or one of SOL's own kernels, which all need channels-last
+ * src/dst, static weights, output channels a multiple of 8, no dilation and post-ops among relu/clip and binary
+ * ops (otherwise, or on a CPU without AVX2/FMA, the call falls back to oneDNN):
+ *   WINOGRAD, WINOGRAD_2X2: Winograd F(4x4, 3x3) or F(2x2, 3x3) (sol_winograd.h): 3x3 kernels, stride 1, no groups;
+ *   GROUPED: the direct grouped/depthwise kernel (sol_grouped.h): groups of 8k output channels, or of 1, 2 or 4
+ *     output channels with as many input channels. */
+enum { SOL_DNNL_DIRECT = 0, SOL_DNNL_WINOGRAD = 1, SOL_DNNL_WINOGRAD_2X2 = 2, SOL_DNNL_GROUPED = 3 };
 
 typedef struct sol_dnnl_desc {
   int32_t op;              /* SOL_DNNL_CONV / DECONV / MATMUL / INNER_PRODUCT */
@@ -93,13 +96,14 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
  * "winograd_2x2_3x3:sol:avx2" for SOL's own) */
 const char* sol_dnnl_impl(void* handle);
 
-/* Autotuning (called at compile time through ctypes): seconds[i] is the median time of one channels-last 3x3
- * convolution (stride 1, bias, no post-ops) with algorithms[i], over `runs` calls on arbitrary data, or a
- * negative value when that algorithm cannot run it. The algorithms are timed in interleaved rounds, so that a
- * burst of load on a shared machine hits them all alike. */
-void sol_dnnl_time_conv3x3(const int32_t* algorithms, int32_t count, int64_t N, int64_t H, int64_t W, int64_t C,
-                           int64_t K, int64_t pad_top, int64_t pad_left, int64_t pad_bottom, int64_t pad_right,
-                           int32_t runs, double* seconds);
+/* Autotuning (called at compile time through ctypes): seconds[i] is the median time of one channels-last 2-D
+ * convolution (bias, no post-ops) with algorithms[i], over `runs` calls on arbitrary data, or a negative value
+ * when that algorithm cannot run it. The algorithms are timed in interleaved rounds, so that a burst of load on a
+ * shared machine hits them all alike. shape: N, H, W, C, K, groups, kernel h, w, stride h, w, padding top, left,
+ * bottom, right. */
+enum { SOL_DNNL_SHAPE_DIMS = 14 };
+void sol_dnnl_time_conv(const int32_t* algorithms, int32_t count, const int64_t* shape, int32_t runs,
+                        double* seconds);
 
 #ifdef __cplusplus
 }

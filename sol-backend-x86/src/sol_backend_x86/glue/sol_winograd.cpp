@@ -7,16 +7,6 @@
 #include <algorithm>
 #include <cstring>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define SOL_AVX2 __attribute__((target("avx2,fma")))
-#define SOL_HAVE_AVX2 1
-// fixed-size loops over registers: GCC -O2 keeps them rolled and spills the accumulators to the stack
-#define SOL_UNROLL _Pragma("GCC unroll 16")
-#else
-#define SOL_HAVE_AVX2 0
-#endif
-
 namespace sol_winograd {
 
 namespace {
@@ -197,41 +187,6 @@ SOL_AVX2 void gemm_rows(int rows, const float* v, int64_t v_stride, const float*
   }
 }
 
-SOL_AVX2 inline __m256 binary(int alg, __m256 a, __m256 b) {
-  switch (alg) {
-    case 1: return _mm256_mul_ps(a, b);
-    case 2: return _mm256_sub_ps(a, b);
-    case 3: return _mm256_div_ps(a, b);
-    case 4: return _mm256_max_ps(a, b);
-    case 5: return _mm256_min_ps(a, b);
-    default: return _mm256_add_ps(a, b);
-  }
-}
-
-// Bias and the post-ops for 8 output channels [k, k+8) at output offset `at` (in floats, NHWC).
-SOL_AVX2 inline __m256 epilogue(const Conv& conv, __m256 value, const float* bias, const void* const* post_src,
-                                int64_t at, int64_t k) {
-  if (bias) value = _mm256_add_ps(value, _mm256_loadu_ps(bias + k));
-  int binary_index = 0;
-  for (const PostOp& p : conv.post) {
-    if (p.kind == PostOp::RELU) {
-      const __m256 negative = _mm256_mul_ps(value, _mm256_set1_ps(p.alpha));
-      value = p.alpha == 0.0f ? _mm256_max_ps(value, _mm256_setzero_ps())
-                              : _mm256_blendv_ps(value, negative, _mm256_cmp_ps(value, _mm256_setzero_ps(), _CMP_LT_OQ));
-    } else if (p.kind == PostOp::CLIP) {
-      value = _mm256_min_ps(_mm256_max_ps(value, _mm256_set1_ps(p.alpha)), _mm256_set1_ps(p.beta));
-    } else {
-      const float* src = static_cast<const float*>(post_src[binary_index++]);
-      __m256 other;
-      if (p.broadcast == PostOp::FULL) other = _mm256_loadu_ps(src + at);
-      else if (p.broadcast == PostOp::CHANNEL) other = _mm256_loadu_ps(src + k);
-      else other = _mm256_set1_ps(src[0]);
-      value = binary(p.alg, value, other);
-    }
-  }
-  return value;
-}
-
 // Tile `t` (global), row `row` of the chunk: M -> T x T outputs for every output channel, into y.
 template <int T>
 SOL_AVX2 void output_tile(const Geometry& g, const Conv& conv, const float* M, int64_t t, int64_t row,
@@ -257,13 +212,11 @@ SOL_AVX2 void output_tile(const Geometry& g, const Conv& conv, const float* M, i
       output_1d<T>(tmp[i], out);
       for (int j = 0; j < cols; ++j) {
         const int64_t at = ((n * g.Ho + y0 + i) * g.Wo + x0 + j) * g.K + k;
-        _mm256_storeu_ps(y + at, epilogue(conv, out[j], bias, post_src, at, k));
+        _mm256_storeu_ps(y + at, sol_kernels::epilogue(conv.post, out[j], bias, post_src, at, k));
       }
     }
   }
 }
-
-bool supported_cpu() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 template <int T>
 void run_tiles(const Conv& conv, int64_t N, int64_t H, int64_t W, const float* x, const float* packed,
@@ -313,17 +266,14 @@ void run_tiles(const Conv& conv, int64_t N, int64_t H, int64_t W, const float* x
 
 }  // namespace
 
-bool Conv::supported() { return supported_cpu(); }
-
 void Conv::run(int64_t N, int64_t H, int64_t W, const float* x, const float* packed, const float* bias,
                const void* const* post_src, float* y) const {
   if (tile == 2) run_tiles<2>(*this, N, H, W, x, packed, bias, post_src, y);
   else run_tiles<4>(*this, N, H, W, x, packed, bias, post_src, y);
 }
 
-#else  // no AVX2 code path on this target: never eligible
+#else  // no AVX2 code path on this target: never used (sol_kernels::avx2_supported() is false)
 
-bool Conv::supported() { return false; }
 void Conv::run(int64_t, int64_t, int64_t, const float*, const float*, const float*, const void* const*,
                float*) const {}
 

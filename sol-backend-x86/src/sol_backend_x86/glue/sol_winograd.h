@@ -24,31 +24,24 @@
 #include <cstdint>
 #include <vector>
 
+#include "sol_kernels.h"
+
 namespace sol_winograd {
 
-/* A post-op the output transform applies, in order: an activation or a binary op with a second tensor. */
-struct PostOp {
-  enum Kind { RELU, CLIP, BINARY } kind;
-  float alpha = 0, beta = 0;   // RELU: negative slope; CLIP: bounds
-  int alg = 0;                 // BINARY: 0 add, 1 mul, 2 sub, 3 div, 4 max, 5 min (sol_dnnl.h's order)
-  enum Broadcast { FULL, CHANNEL, SCALAR } broadcast = FULL;  // how src1 maps onto the NHWC output
-};
-
-struct Conv {
+struct Conv : sol_kernels::Kernel {
   int tile = 4;                          // output tile side: F(4x4, 3x3) or F(2x2, 3x3)
   int64_t C = 0, K = 0;                  // input and output channels
   int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;
   bool has_bias = false;
-  std::vector<PostOp> post;
+  std::vector<sol_kernels::PostOp> post;  // applied by the output transform
 
-  /* Whether this CPU runs the kernels (AVX2 + FMA). */
-  static bool supported();
-  int64_t packed_floats() const { return (tile + 2) * (tile + 2) * C * K; }
+  const char* name() const override { return tile == 2 ? "winograd_2x2_3x3:sol:avx2" : "winograd_4x4_3x3:sol:avx2"; }
+  int64_t packed_floats() const override { return (tile + 2) * (tile + 2) * C * K; }
   /* weights [K][C][3][3] -> U[(tile + 2)^2][C][K] */
-  void pack(const float* weights, float* packed) const;
-  /* x: [N][H][W][C], y: [N][Ho][Wo][K] (Ho = H + pad_t + pad_b - 2); post_src: src1 of each BINARY post-op */
+  void pack(const float* weights, float* packed) const override;
+  /* Ho = H + pad_t + pad_b - 2 */
   void run(int64_t N, int64_t H, int64_t W, const float* x, const float* packed, const float* bias,
-           const void* const* post_src, float* y) const;
+           const void* const* post_src, float* y) const override;
 };
 
 }  // namespace sol_winograd

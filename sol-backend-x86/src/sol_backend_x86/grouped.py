@@ -1,0 +1,91 @@
+"""Which grouped and depthwise convolutions run as SOL's direct kernel (glue/sol_grouped.cpp) instead of oneDNN.
+
+oneDNN 3.2 on AVX2 runs grouped convolutions with few channels per group as
+im2col plus a GEMM per group: ResNeXt-50's first-stage 3x3 convolution (32
+groups of 4 channels, 56x56) takes 5-8 ms there, 0.6-0.9 ms in SOL's kernel.
+oneDNN's depthwise kernels, on the other hand, are good: SOL's beats them only
+on some shapes (7x7 depthwise, groups of 6 to 16 channels), so the choice is
+measured per layer, like Winograd's (winograd.py): with ``sol.config["autotuning"]``
+both are timed at compile time on the layer's shape and the faster is kept
+(cached per shape and machine); without, a heuristic from those measurements
+decides. ``x86::grouped`` turns the kernel off.
+
+Measured on this project's AVX2 machine (2 cores, cold caches, oneDNN vs SOL):
+g32 at 56x56 with 4 channels per group 7.5 vs 0.9 ms; 8 per group (28x28)
+0.79 vs 0.74 ms; 32 per group (7x7) 0.49 vs 0.99 ms; depthwise 3x3 at 56x56
+0.37 vs 0.61 ms; depthwise 7x7 at 56x56 1.09 vs 0.80 ms.
+"""
+
+from __future__ import annotations
+
+import sol
+from sol.ir import Layer
+from sol.records import ConfigKey
+
+from . import winograd
+
+GROUPED_KEY = ConfigKey("x86::grouped", bool, True,
+                        "Run grouped and depthwise convolutions as SOL's direct kernel where it is faster than "
+                        "oneDNN (timed at compile time when autotuning is on; ResNeXt's groups of 4 channels run "
+                        "8x faster than oneDNN's im2col+GEMM on AVX2).")
+
+#: SOL_DNNL_GROUPED in sol_dnnl.h
+GROUPED = 3
+#: the kernel must beat oneDNN by this factor in the timing to be chosen
+MARGIN = winograd.MARGIN
+
+
+def shape_of(layer: Layer) -> tuple[int, ...] | None:
+    """The glue's convolution shape (sol_dnnl_time_conv) of a 2-D grouped conv, or None when it has none."""
+    from sol.codegen.kernels.base import spatial_padding  # lazy: the kernels load every op
+
+    x, w, a = layer.inputs[0], layer.inputs[1], layer.attrs
+    if layer.op != "conv" or x.rank != 4 or not all(isinstance(s, int) for s in (*x.shape[1:], *w.shape)):
+        return None
+    (top, bottom), (left, right) = spatial_padding(a["padding"], 2)
+    batch = x.shape[0] if isinstance(x.shape[0], int) else 1
+    sh, sw = (int(s) for s in a["stride"])
+    return (batch, int(x.shape[2]), int(x.shape[3]), int(x.shape[1]), int(w.shape[0]), int(a.get("groups", 1)),
+            int(w.shape[2]), int(w.shape[3]), sh, sw, top, left, bottom, right)
+
+
+def handles(shape: tuple[int, ...]) -> bool:
+    """The grouping the kernel computes (Conv::handles in sol_grouped.cpp): output channels a multiple of 8, and
+    groups of 8k output channels or of 1, 2 or 4 output channels with as many input channels."""
+    c, k, groups = shape[3], shape[4], shape[5]
+    if groups < 2 or c % groups or k % groups or k % 8:
+        return False
+    cg, kg = c // groups, k // groups
+    return kg % 8 == 0 or (kg in (1, 2, 4) and cg == kg)
+
+
+def eligible(layer: Layer, post_ops: list[Layer]) -> bool:
+    """Whether the kernel can compute this conv and its fused post-ops."""
+    if layer.attrs.get("trained_params") or any(int(d) != 1 for d in layer.attrs.get("dilation", (1, 1))):
+        return False  # trained weights would be re-packed every step
+    shape = shape_of(layer)
+    return shape is not None and handles(shape) and winograd.post_ops_supported(post_ops)
+
+
+def choose(layer: Layer, post_ops: list[Layer], tuner: winograd.ConvTuner | None) -> bool:
+    """Whether ``layer`` runs as SOL's grouped kernel: timed on this machine (autotuning) or by the heuristic."""
+    if not sol.config.get(GROUPED_KEY.name, True) or not eligible(layer, post_ops):
+        return False
+    shape = shape_of(layer)
+    assert shape is not None
+    if tuner is not None and sol.config["autotuning"]:
+        timings = tuner.timings(shape, (winograd.DIRECT, GROUPED))
+        return 0 < timings[GROUPED] < MARGIN * timings[winograd.DIRECT]
+    return heuristic(shape)
+
+
+def heuristic(shape: tuple[int, ...]) -> bool:
+    """From the measurements above: groups of 2-8 channels (oneDNN's im2col+GEMM) and 7x7 depthwise kernels."""
+    c, groups, kh = shape[3], shape[5], shape[6]
+    per_group = c // groups
+    return 2 <= per_group <= 8 or (per_group == 1 and kh >= 7)
+
+
+def settings() -> str:
+    """What decides the choices of ``choose`` besides the layer (for cache keys of generated code)."""
+    return f"grouped {int(sol.config.get(GROUPED_KEY.name, True))}|autotuning {int(sol.config['autotuning'])}"
