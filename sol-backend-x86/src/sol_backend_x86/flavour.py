@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes.util
 import functools
 import sys
+import threading
 from pathlib import Path
 
 import sol
@@ -41,6 +42,26 @@ def onednn_paths() -> tuple[Path, Path] | None:
     if not (include / "dnnl.hpp").is_file():
         return None
     return library, include
+
+
+@functools.cache
+def _build_glue_in_background(cc: str, include: Path, toolchain: str) -> None:
+    """Starts building the glue object now, once per process and toolchain.
+
+    A first compile spends ~8 s on it (three C++ sources on two cores). The flavour
+    exists before the frontend traces the model, so the build overlaps the tracing
+    and the passes. Whoever needs the object first (the autotuner or the linker) waits
+    for this build through the cache's lock instead of starting another. A failed
+    build is only logged here; that caller builds again and raises the error.
+    """
+
+    def build() -> None:
+        try:
+            glue.glue_object(cc, include, toolchain)
+        except Exception as exc:  # noqa: BLE001 - reported by the foreground build
+            sol.log.get("x86").debug("background build of the oneDNN glue failed: %s", exc)
+
+    threading.Thread(target=build, name="sol-x86-glue", daemon=True).start()
 
 
 #: <cmath> functions generated code calls that glibc's libmvec has SIMD variants of (float and double)
@@ -84,6 +105,7 @@ class X86Flavour(CpuFlavour):
             lib, include = self._onednn
             tuner = winograd.ConvTuner(self.cc, include, lib, self.toolchain_id)
             self.dnn = OneDnnModule(library_version(lib.resolve()), tuner)
+            _build_glue_in_background(self.cc, include, self.toolchain_id())
 
     def prelude(self) -> str:
         text = super().prelude()

@@ -51,12 +51,12 @@ def shape_of(layer: Layer) -> tuple[int, ...] | None:
 
 def handles(shape: tuple[int, ...]) -> bool:
     """The grouping the kernel computes (Conv::handles in sol_grouped.cpp): output channels a multiple of 8, and
-    groups of 8k output channels or of 1, 2 or 4 output channels with as many input channels."""
+    groups of 8k output channels or of 1 or 4 output channels with as many input channels."""
     c, k, groups = shape[3], shape[4], shape[5]
     if groups < 2 or c % groups or k % groups or k % 8:
         return False
     cg, kg = c // groups, k // groups
-    return kg % 8 == 0 or (kg in (1, 2, 4) and cg == kg)
+    return kg % 8 == 0 or (kg in (1, 4) and cg == kg)
 
 
 def eligible(layer: Layer, post_ops: list[Layer]) -> bool:

@@ -57,7 +57,7 @@ typedef struct sol_dnnl_post {
  * src/dst, static weights, output channels a multiple of 8, no dilation and post-ops among relu/clip and binary
  * ops (otherwise, or on a CPU without AVX2/FMA, the call falls back to oneDNN):
  *   WINOGRAD, WINOGRAD_2X2: Winograd F(4x4, 3x3) or F(2x2, 3x3) (sol_winograd.h): 3x3 kernels, stride 1, no groups;
- *   GROUPED: the direct grouped/depthwise kernel (sol_grouped.h): groups of 8k output channels, or of 1, 2 or 4
+ *   GROUPED: the direct grouped/depthwise kernel (sol_grouped.h): groups of 8k output channels, or of 1 or 4
  *     output channels with as many input channels. */
 enum { SOL_DNNL_DIRECT = 0, SOL_DNNL_WINOGRAD = 1, SOL_DNNL_WINOGRAD_2X2 = 2, SOL_DNNL_GROUPED = 3 };
 

@@ -5,13 +5,14 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <limits>
 
 namespace sol_grouped {
 
 bool Conv::handles(int64_t C, int64_t K, int64_t groups) {
   if (groups < 1 || C % groups != 0 || K % groups != 0 || K % 8 != 0) return false;
   const int64_t Cg = C / groups, Kg = K / groups;
-  return Kg % 8 == 0 || ((Kg == 1 || Kg == 2 || Kg == 4) && Cg == Kg);
+  return Kg % 8 == 0 || ((Kg == 1 || Kg == 4) && Cg == Kg);
 }
 
 void Conv::pack(const float* weights, float* packed) const {
@@ -30,6 +31,9 @@ namespace {
 
 struct Geometry {
   int64_t H, W, C, K, Ho, Wo, Cg, Kg;
+  // the post-ops are one relu or clip (MobileNet's ReLU6, ResNeXt's ReLU): min/max in registers, no loop over them
+  bool clamp_only;
+  float lo, hi;
 };
 
 // The permutation that gives lane l input channel c of its group, for groups of KG lanes: (l / KG) * KG + c.
@@ -141,11 +145,22 @@ SOL_AVX2 inline void pixels(const Conv& conv, const Geometry& g, const float* im
   const float* weights = packed + kb * conv.KH * conv.KW * g.Cg * 8;
   if constexpr (KW > 0) accumulate_reusing<P, KG, KW, S>(conv, g, image, oh, ow0, kb, weights, acc);
   else accumulate<P, KG, CHECK>(conv, g, image, oh, ow0, kb, weights, acc);
-  SOL_UNROLL
-  for (int p = 0; p < P; ++p) {
-    const int64_t at = ((n * g.Ho + oh) * g.Wo + ow0 + p) * g.K + kb * 8;
-    _mm256_storeu_ps(y + at, sol_kernels::epilogue(conv.post, acc[p], bias, post_src, at, kb * 8));
+  // bias and post-ops over the P pixels at once: this runs once per 9 FMAs per pixel of a depthwise 3x3
+  const int64_t k = kb * 8, K = g.K, first = ((n * g.Ho + oh) * g.Wo + ow0) * K + k;
+  if (bias) {
+    const __m256 b = _mm256_loadu_ps(bias + k);
+    SOL_UNROLL
+    for (int p = 0; p < P; ++p) acc[p] = _mm256_add_ps(acc[p], b);
   }
+  if (g.clamp_only) {
+    const __m256 lo = _mm256_set1_ps(g.lo), hi = _mm256_set1_ps(g.hi);
+    SOL_UNROLL
+    for (int p = 0; p < P; ++p) acc[p] = _mm256_min_ps(_mm256_max_ps(acc[p], lo), hi);
+  } else if (!conv.post.empty()) {
+    sol_kernels::post_ops<P>(conv.post, acc, post_src, first, K, k);
+  }
+  SOL_UNROLL
+  for (int p = 0; p < P; ++p) _mm256_storeu_ps(y + first + p * K, acc[p]);
 }
 
 constexpr int kPixels = 8;        // output pixels in registers per step
@@ -161,7 +176,7 @@ SOL_AVX2 inline void inside_group(const Conv& conv, const Geometry& g, const flo
 }
 
 // One output row, channel blocks [kb0, kb1). Pixels whose taps reach past the image's left or right edge go one
-// at a time with checks; the inside 8 at a time (then 4, 2, 1). For each group of pixels the blocks go innermost,
+// at a time with checks; the inside 8 at a time (then 4; the last 1-3 like the borders). For each group of pixels the blocks go innermost,
 // so the loads walk contiguous channels of the same pixels. KW > 0: kernel width and stride S fixed (see
 // accumulate_reusing).
 template <int KG, int KW, int S>
@@ -183,12 +198,7 @@ SOL_AVX2 void row(const Conv& conv, const Geometry& g, const float* x, const flo
     inside_group<4, KG, KW, S>(conv, g, image, packed, bias, post_src, y, n, oh, ow, kb0, kb1);
     ow += 4;
   }
-  if (ow + 2 <= inside_hi) {
-    inside_group<2, KG, KW, S>(conv, g, image, packed, bias, post_src, y, n, oh, ow, kb0, kb1);
-    ow += 2;
-  }
-  if (ow < inside_hi) inside_group<1, KG, KW, S>(conv, g, image, packed, bias, post_src, y, n, oh, ow++, kb0, kb1);
-  for (; ow < g.Wo; ++ow) border(ow);
+  for (; ow < g.Wo; ++ow) border(ow);  // the last 1-3 inside pixels too: one instance per mode, not per width
 }
 
 template <int KG, int KW = 0, int S = 0>
@@ -207,11 +217,11 @@ void run_mode(const Conv& conv, const Geometry& g, int64_t N, const float* x, co
 template <int KG>
 void run_width(const Conv& conv, const Geometry& g, int64_t N, const float* x, const float* packed,
                const float* bias, const void* const* post_src, float* y) {
+  // each case costs about a second of the glue's (cached) compile: only the shapes of real networks
   const int64_t width = conv.SW == conv.SH ? conv.KW * 10 + conv.SW : 0;
-  switch (width) {
-    case 31: run_mode<KG, 3, 1>(conv, g, N, x, packed, bias, post_src, y); return;
-    case 32: run_mode<KG, 3, 2>(conv, g, N, x, packed, bias, post_src, y); return;
-    default: break;
+  if (width == 31) return run_mode<KG, 3, 1>(conv, g, N, x, packed, bias, post_src, y);
+  if constexpr (KG != 4) {  // groups of 4 are ResNeXt's stride-1 first stage
+    if (width == 32) return run_mode<KG, 3, 2>(conv, g, N, x, packed, bias, post_src, y);
   }
   if constexpr (KG == 1) {  // depthwise: MobileNet/EfficientNet's 5x5, ConvNeXt's 7x7
     switch (width) {
@@ -231,11 +241,14 @@ void Conv::run(int64_t N, int64_t H, int64_t W, const float* x, const float* pac
   Geometry g;
   g.H = H, g.W = W, g.C = C, g.K = K, g.Cg = C / groups, g.Kg = K / groups;
   g.Ho = (H + pad_t + pad_b - KH) / SH + 1, g.Wo = (W + pad_l + pad_r - KW) / SW + 1;
+  using sol_kernels::PostOp;
+  g.clamp_only = post.size() == 1 && (post[0].kind == PostOp::CLIP || (post[0].kind == PostOp::RELU && post[0].alpha == 0));
+  g.lo = post.size() == 1 && post[0].kind == PostOp::CLIP ? post[0].alpha : 0.0f;
+  g.hi = post.size() == 1 && post[0].kind == PostOp::CLIP ? post[0].beta : std::numeric_limits<float>::infinity();
   const float* b = has_bias ? bias : nullptr;
   switch (g.Kg % 8 == 0 ? 0 : g.Kg) {
     case 0: run_width<0>(*this, g, N, x, packed, b, post_src, y); break;
     case 1: run_width<1>(*this, g, N, x, packed, b, post_src, y); break;
-    case 2: run_width<2>(*this, g, N, x, packed, b, post_src, y); break;
     default: run_width<4>(*this, g, N, x, packed, b, post_src, y); break;
   }
 }

@@ -6,7 +6,7 @@
  *
  *   - groups of 8k output channels ("broadcast" mode): the 8 lanes share one group, so each input channel
  *     is broadcast and multiplied with 8 output channels' weights;
- *   - groups of 1, 2 or 4 output channels with as many input channels (depthwise and ResNeXt's first stage,
+ *   - groups of 1 or 4 output channels with as many input channels (depthwise and ResNeXt's first stage,
  *     "in-register" mode): the 8 lanes span 8/Kg groups whose input channels are the 8 channels at the same
  *     offset, loaded once per pixel and permuted per input channel of the group (no permute when depthwise).
  *
@@ -31,8 +31,8 @@ struct Conv : sol_kernels::Kernel {
   bool has_bias = false;
   std::vector<sol_kernels::PostOp> post;
 
-  /* Whether the kernel computes this grouping: K a multiple of 8 and groups of 8k output channels, or of 1, 2
-   * or 4 output channels with as many input channels. */
+  /* Whether the kernel computes this grouping: K a multiple of 8 and groups of 8k output channels, or of 1 or 4
+   * output channels with as many input channels. */
   static bool handles(int64_t C, int64_t K, int64_t groups);
   const char* name() const override { return "grouped_direct:sol:avx2"; }
   int64_t packed_floats() const override { return K * KH * KW * (C / groups); }

@@ -86,6 +86,43 @@ SOL_AVX2 inline __m256 epilogue(const std::vector<PostOp>& post, __m256 value, c
   return value;
 }
 
+// The post-ops for P values of 8 output channels [k, k+8) at output offsets first + p * stride (floats, NHWC):
+// the same as epilogue() without bias, one post-op at a time over all P values (the loop over the post-ops,
+// not the arithmetic, is what costs in a kernel with few FMAs per output).
+template <int P>
+SOL_AVX2 __attribute__((always_inline)) inline void post_ops(const std::vector<PostOp>& post, __m256* values,
+                                                             const void* const* post_src,
+                              int64_t first, int64_t stride, int64_t k) {
+  int binary_index = 0;
+  for (const PostOp& op : post) {
+    if (op.kind == PostOp::RELU && op.alpha == 0.0f) {
+      SOL_UNROLL
+      for (int p = 0; p < P; ++p) values[p] = _mm256_max_ps(values[p], _mm256_setzero_ps());
+    } else if (op.kind == PostOp::CLIP) {
+      const __m256 lo = _mm256_set1_ps(op.alpha), hi = _mm256_set1_ps(op.beta);
+      SOL_UNROLL
+      for (int p = 0; p < P; ++p) values[p] = _mm256_min_ps(_mm256_max_ps(values[p], lo), hi);
+    } else if (op.kind == PostOp::RELU) {
+      const __m256 slope = _mm256_set1_ps(op.alpha);
+      SOL_UNROLL
+      for (int p = 0; p < P; ++p) {
+        const __m256 negative = _mm256_cmp_ps(values[p], _mm256_setzero_ps(), _CMP_LT_OQ);
+        values[p] = _mm256_blendv_ps(values[p], _mm256_mul_ps(values[p], slope), negative);
+      }
+    } else {
+      const float* src = static_cast<const float*>(post_src[binary_index++]);
+      SOL_UNROLL
+      for (int p = 0; p < P; ++p) {
+        __m256 other;
+        if (op.broadcast == PostOp::FULL) other = _mm256_loadu_ps(src + first + p * stride);
+        else if (op.broadcast == PostOp::CHANNEL) other = _mm256_loadu_ps(src + k);
+        else other = _mm256_set1_ps(src[0]);
+        values[p] = binary(op.alg, values[p], other);
+      }
+    }
+  }
+}
+
 }  // namespace sol_kernels
 
 #else
