@@ -163,8 +163,7 @@ SOL_AVX2 inline void pixels(const Conv& conv, const Geometry& g, const float* im
   for (int p = 0; p < P; ++p) _mm256_storeu_ps(y + first + p * K, acc[p]);
 }
 
-constexpr int kPixels = 8;        // output pixels in registers per step
-constexpr int64_t kTaskBlocks = 8;  // channel blocks per task: 256 contiguous bytes of each pixel
+constexpr int kPixels = 8;  // output pixels in registers per step
 
 // Pixels [ow0, ow0 + P) inside the image, channel blocks [kb0, kb1).
 template <int P, int KG, int KW, int S>
@@ -204,13 +203,16 @@ SOL_AVX2 void row(const Conv& conv, const Geometry& g, const float* x, const flo
 template <int KG, int KW = 0, int S = 0>
 void run_mode(const Conv& conv, const Geometry& g, int64_t N, const float* x, const float* packed, const float* bias,
               const void* const* post_src, float* y) {
-  const int64_t blocks = g.K / 8, chunks = (blocks + kTaskBlocks - 1) / kTaskBlocks;
-#pragma omp parallel for collapse(3) schedule(static)
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t oh = 0; oh < g.Ho; ++oh)
-      for (int64_t chunk = 0; chunk < chunks; ++chunk)
-        row<KG, KW, S>(conv, g, x, packed, bias, post_src, y, n, oh, chunk * kTaskBlocks,
-                       std::min(blocks, (chunk + 1) * kTaskBlocks));
+  // A task is a row with all its channels, so that each pixel group reads its input pixels whole, contiguous
+  // memory the prefetchers follow (cold, 56x56x144 depthwise: 1.4x faster than 64-channel slices); rows are
+  // split into channel slices only where there are too few rows to share among the threads (7x7 layers).
+  const int64_t blocks = g.K / 8, rows = N * g.Ho, wanted = 8 * static_cast<int64_t>(omp_get_max_threads());
+  const int64_t chunks = std::min(blocks, std::max<int64_t>(1, (wanted + rows - 1) / rows));
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t chunk = 0; chunk < chunks; ++chunk)
+      row<KG, KW, S>(conv, g, x, packed, bias, post_src, y, r / g.Ho, r % g.Ho, chunk * blocks / chunks,
+                     (chunk + 1) * blocks / chunks);
 }
 
 // The common kernel widths and strides get the reusing loop (compiled per case); the rest the generic one.
