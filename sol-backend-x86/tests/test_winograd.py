@@ -176,7 +176,7 @@ def test_winograd_4x4_is_a_candidate_only_when_asked_for(monkeypatch: pytest.Mon
     tuner = X86Flavour().dnn.tuner  # type: ignore[union-attr]
     assert tuner is not None
     seconds = {winograd.DIRECT: 3e-3, winograd.WINOGRAD_4X4: 1e-3, winograd.WINOGRAD_2X2: 2e-3}
-    monkeypatch.setattr(tuner, "_time_all", lambda shape, algorithms: seconds)
+    monkeypatch.setattr(tuner, "_time_all", lambda shape, algorithms, kind="conv": seconds)
     shape = (1, 24, 24, 32, 32, 1, 1, 1, 1)
     assert tuner.fastest(shape, winograd.candidates()) == winograd.WINOGRAD_2X2
     monkeypatch.setitem(sol.config, "x86::winograd_4x4", True)
@@ -214,8 +214,8 @@ def test_autotuning_times_both_kernels_once_per_shape(monkeypatch: pytest.Monkey
     timed: list[dict[int, float]] = []
     original = tuner._time_all
 
-    def counting(shape: tuple[int, ...], algorithms: tuple[int, ...]) -> dict[int, float]:
-        timed.append(original(shape, algorithms))
+    def counting(shape: tuple[int, ...], algorithms: tuple[int, ...], kind: str = "conv") -> dict[int, float]:
+        timed.append(original(shape, algorithms, kind))
         return timed[-1]
 
     monkeypatch.setattr(tuner, "_time_all", counting)

@@ -22,7 +22,7 @@ from sol.codegen.dnn import DnnCall, DnnCode, DnnModule
 from sol.codegen.layout import channels_last
 from sol.ir import Layer, Size, Tensor
 
-from . import grouped, winograd
+from . import grouped, linear, winograd
 
 if TYPE_CHECKING:  # the kernels package registers every op (slow to import): only the generator needs it
     from sol.codegen.kernels import KernelContext
@@ -56,7 +56,7 @@ class OneDnnModule(DnnModule):
 
     def key(self) -> str:
         # the Winograd choice is part of the generated code, so what decides it is part of the cache key
-        return f"onednn {self.version}|{winograd.settings()}|{grouped.settings()}"
+        return f"onednn {self.version}|{winograd.settings()}|{grouped.settings()}|{linear.settings()}"
 
     # -- planning ---------------------------------------------------------
     def accepts(self, layer: Layer) -> bool:
@@ -202,6 +202,9 @@ class OneDnnModule(DnnModule):
             # an inner product over the flattened rows: oneDNN runs it with brgemm kernels, faster than its
             # matmul's gemm for packed weights
             rows = cexpr.mul(*(cexpr.size(s) for s in x.shape[:-1]))
+            if linear.choose(anchor, self.tuner):
+                lines.append("d->algorithm = SOL_DNNL_LINEAR_1X1;  // timed faster than the inner product: "
+                             "see linear.py")
             lines += _tensor("d->src", (rows, x.shape[-1]), (0, 1))
             lines += _tensor("d->weights", (w.shape[0], x.shape[-1]), (0, 1))
             lines += _tensor("d->dst", (rows, out.shape[-1]), (0, 1))

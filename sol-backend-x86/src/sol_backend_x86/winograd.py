@@ -81,6 +81,8 @@ def post_ops_supported(post_ops: list[Layer]) -> bool:
 DIRECT, WINOGRAD_4X4, WINOGRAD_2X2 = 0, 1, 2
 NAMES = {DIRECT: "oneDNN", WINOGRAD_4X4: "Winograd F(4x4,3x3)", WINOGRAD_2X2: "Winograd F(2x2,3x3)"}
 C_NAMES = {WINOGRAD_4X4: "SOL_DNNL_WINOGRAD", WINOGRAD_2X2: "SOL_DNNL_WINOGRAD_2X2"}
+#: every algorithm the tuner times, for its log (3: SOL_DNNL_GROUPED, grouped.py)
+TIMED_NAMES = {**NAMES, 3: "SOL grouped"}
 
 
 def choose(layer: Layer, post_ops: list[Layer], tuner: ConvTuner | None) -> int:
@@ -160,25 +162,31 @@ class ConvTuner:
         faster = [(t, a) for a, t in timings.items() if a != DIRECT and a in allowed and 0 < t < MARGIN * direct]
         return min(faster)[1] if faster else DIRECT
 
-    def timings(self, shape: tuple[int, ...], algorithms: tuple[int, ...]) -> dict[int, float]:
-        """Seconds per algorithm on a glue convolution shape (negative: it cannot run it); cached per shape."""
-        key = hashlib.sha256(f"conv timings|{glue.source_hash()}|{self.cc}|{self.library}|{shape}|{algorithms}"
+    def timings(self, shape: tuple[int, ...], algorithms: tuple[int, ...], kind: str = "conv") -> dict[int, float]:
+        """Seconds per algorithm (negative: it cannot run the shape); cached per shape. ``kind`` "conv": a glue
+        convolution shape (sol_dnnl_time_conv); "linear": (rows, in, out) of an inner product (sol_dnnl_time_linear)."""
+        key = hashlib.sha256(f"{kind} timings|{glue.source_hash()}|{self.cc}|{self.library}|{shape}|{algorithms}"
                              .encode()).hexdigest()
 
         def measure(directory: Path) -> dict[str, object]:
-            timings = {str(algorithm): seconds for algorithm, seconds in self._time_all(shape, algorithms).items()}
+            timings = {str(a): seconds for a, seconds in self._time_all(shape, algorithms, kind).items()}
             (directory / "timings.json").write_text(json.dumps(timings))
-            _log.debug("x86 autotuning: conv %s: %s", shape, ", ".join(
-                f"algorithm {a} {t * 1e3:.3f} ms" for a, t in timings.items()))
-            return {"what": "x86 autotuning: convolution", "shape": list(shape), "seconds": timings}
+            names = TIMED_NAMES if kind == "conv" else {DIRECT: "oneDNN inner product", 4: "oneDNN 1x1 convolution"}
+            _log.debug("x86 autotuning: %s %s: %s", kind, shape, ", ".join(
+                f"{names.get(int(a), a)} {t * 1e3:.3f} ms" for a, t in timings.items()))
+            return {"what": f"x86 autotuning: {kind}", "shape": list(shape), "seconds": timings}
 
         return {int(a): float(t) for a, t in cache.get_or_build(key, measure).metadata["seconds"].items()}
 
-    def _time_all(self, shape: tuple[int, ...], algorithms: tuple[int, ...]) -> dict[int, float]:
+    def _time_all(self, shape: tuple[int, ...], algorithms: tuple[int, ...], kind: str = "conv") -> dict[int, float]:
         """Seconds per algorithm (negative: it cannot run the shape), timed in interleaved rounds."""
         seconds = (ctypes.c_double * len(algorithms))()
-        self._functions().sol_dnnl_time_conv((ctypes.c_int32 * len(algorithms))(*algorithms), len(algorithms),
-                                             (ctypes.c_int64 * len(shape))(*shape), RUNS, seconds)
+        chosen = (ctypes.c_int32 * len(algorithms))(*algorithms)
+        if kind == "linear":
+            self._functions().sol_dnnl_time_linear(chosen, len(algorithms), *shape, RUNS, seconds)
+        else:
+            self._functions().sol_dnnl_time_conv(chosen, len(algorithms), (ctypes.c_int64 * len(shape))(*shape),
+                                                 RUNS, seconds)
         return dict(zip(algorithms, map(float, seconds), strict=True))
 
     @functools.cache  # noqa: B019 - one tuner per flavour, living as long as the process
@@ -197,4 +205,7 @@ class ConvTuner:
         lib.sol_dnnl_time_conv.argtypes = [ctypes.POINTER(ctypes.c_int32), ctypes.c_int32,
                                            ctypes.POINTER(ctypes.c_int64), ctypes.c_int32,
                                            ctypes.POINTER(ctypes.c_double)]
+        lib.sol_dnnl_time_linear.restype = None
+        lib.sol_dnnl_time_linear.argtypes = [ctypes.POINTER(ctypes.c_int32), ctypes.c_int32, *[ctypes.c_int64] * 3,
+                                             ctypes.c_int32, ctypes.POINTER(ctypes.c_double)]
         return lib

@@ -90,6 +90,44 @@ dnnl::primitive_attr attributes(const sol_dnnl_desc& d) {
   return attr;
 }
 
+// LINEAR_1X1: an inner product's [M, C] x [K, C]^T as a 1x1 convolution over a 1 x M x 1 image with C channels
+// (channels-last, so every operand keeps its memory layout). Binary post-op operands of [M or 1, K or 1] become
+// [1, K or 1, M or 1, 1]; one of another rank leaves the inner product as it is.
+void linear_as_conv(sol_dnnl_desc* d) {
+  if (d->op != SOL_DNNL_INNER_PRODUCT || d->algorithm != SOL_DNNL_LINEAR_1X1) return;
+  d->algorithm = SOL_DNNL_DIRECT;
+  if (d->src.ndims != 2 || d->dst.ndims != 2 || d->weights.ndims != 2) return;
+  for (int i = 0; i < d->npost; ++i)
+    if (d->post[i].kind == SOL_DNNL_BINARY && d->post[i].src1.ndims > 2) return;
+  const int32_t nhwc[] = {0, 2, 3, 1}, plain[] = {0, 1, 2, 3};
+  auto image = [&](sol_dnnl_tensor* t, int64_t rows, int64_t channels) {
+    const int64_t dims[] = {1, channels, rows, 1};
+    sol_dnnl_tensor_set(t, 4, dims, nhwc);
+  };
+  const int64_t M = d->src.dims[0], C = d->src.dims[1], K = d->dst.dims[1];
+  image(&d->src, M, C);
+  image(&d->dst, M, K);
+  const int64_t w[] = {K, C, 1, 1};
+  sol_dnnl_tensor_set(&d->weights, 4, w, plain);
+  for (int i = 0; i < d->npost; ++i) {
+    sol_dnnl_tensor& t = d->post[i].src1;
+    if (d->post[i].kind != SOL_DNNL_BINARY) continue;
+    if (t.ndims == 2) image(&t, t.dims[0], t.dims[1]);
+    else image(&t, 1, t.ndims == 1 ? t.dims[0] : 1);
+  }
+  d->op = SOL_DNNL_CONV;
+  for (int i = 0; i < 2; ++i) d->stride[i] = 1, d->dilation[i] = 0, d->pad_l[i] = 0, d->pad_r[i] = 0;
+}
+
+// The descriptor a call's fill function writes for `batch`, with the glue's rewrites applied.
+sol_dnnl_desc describe(sol_dnnl_fill fill, int64_t batch) {
+  sol_dnnl_desc d;
+  std::memset(&d, 0, sizeof d);
+  fill(batch, &d);
+  linear_as_conv(&d);
+  return d;
+}
+
 memory::dims spatial(const int64_t* values, int count) { return memory::dims(values, values + count); }
 
 struct Call {
@@ -261,9 +299,7 @@ struct Call {
     std::lock_guard<std::mutex> guard(lock);
     auto found = by_batch.find(batch);
     if (found != by_batch.end()) return found->second;
-    sol_dnnl_desc d;
-    std::memset(&d, 0, sizeof d);
-    fill(batch, &d);
+    const sol_dnnl_desc d = describe(fill, batch);
     auto made = own ? dnnl::primitive() : make(d, false, batch);  // SOL's kernels need only the shapes
     return by_batch.emplace(batch, std::make_pair(made, d)).first->second;
   }
@@ -426,9 +462,7 @@ const char* sol_dnnl_last_error(void) { return last_error.c_str(); }
 void* sol_dnnl_create(sol_dnnl_fill fill, int64_t batch) {
   try {
     auto call = std::make_unique<Call>();
-    sol_dnnl_desc d;
-    std::memset(&d, 0, sizeof d);
-    fill(batch, &d);
+    const sol_dnnl_desc d = describe(fill, batch);
     call->fill = fill;
     call->op = d.op;
     call->static_weights = d.static_weights != 0;
@@ -589,40 +623,31 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
 
 const char* sol_dnnl_impl(void* handle) { return static_cast<Call*>(handle)->impl.c_str(); }
 
-__attribute__((visibility("default"))) void sol_dnnl_time_conv(const int32_t* algorithms, int32_t count,
-                                                               const int64_t* shape, int32_t runs, double* seconds) {
-  enum { N, H, W, C, K, G, KH, KW, SH, SW, TOP, LEFT, BOTTOM, RIGHT };
-  static thread_local int64_t s[SOL_DNNL_SHAPE_DIMS];
-  std::copy(shape, shape + SOL_DNNL_SHAPE_DIMS, s);
-  static thread_local int32_t chosen;
-  // the descriptor a generated fill function would write (the shape from the thread-local above)
-  sol_dnnl_fill fill = [](int64_t, sol_dnnl_desc* d) {
-    const int64_t Ho = (s[H] + s[TOP] + s[BOTTOM] - s[KH]) / s[SH] + 1;
-    const int64_t Wo = (s[W] + s[LEFT] + s[RIGHT] - s[KW]) / s[SW] + 1;
-    const int64_t src[] = {s[N], s[C], s[H], s[W]}, dst[] = {s[N], s[K], Ho, Wo}, b[] = {s[K]};
-    const int64_t dense_w[] = {s[K], s[C], s[KH], s[KW]}, grouped_w[] = {s[G], s[K] / s[G], s[C] / s[G], s[KH], s[KW]};
-    const int32_t nhwc[] = {0, 2, 3, 1}, plain[] = {0, 1, 2, 3, 4};
-    d->op = SOL_DNNL_CONV, d->algorithm = chosen, d->static_weights = 1, d->has_bias = 1, d->npost = 0;
-    sol_dnnl_tensor_set(&d->src, 4, src, nhwc);
-    sol_dnnl_tensor_set(&d->dst, 4, dst, nhwc);
-    if (s[G] == 1) sol_dnnl_tensor_set(&d->weights, 4, dense_w, plain);
-    else sol_dnnl_tensor_set(&d->weights, 5, grouped_w, plain);
-    sol_dnnl_tensor_set(&d->bias, 1, b, plain);
-    const int64_t pad_l[] = {s[TOP], s[LEFT]}, pad_r[] = {s[BOTTOM], s[RIGHT]}, stride[] = {s[SH], s[SW]};
-    for (int i = 0; i < 2; ++i) d->stride[i] = stride[i], d->dilation[i] = 0, d->pad_l[i] = pad_l[i], d->pad_r[i] = pad_r[i];
-  };
-  const int64_t Ho = (s[H] + s[TOP] + s[BOTTOM] - s[KH]) / s[SH] + 1, Wo = (s[W] + s[LEFT] + s[RIGHT] - s[KW]) / s[SW] + 1;
-  std::vector<float> x(s[N] * s[H] * s[W] * s[C], 0.5f), w(s[K] * s[C] / s[G] * s[KH] * s[KW], 0.01f);
-  std::vector<float> bias(s[K], 0.1f), y(s[N] * Ho * Wo * s[K]);
-  // one prepared call (and its packed weights) per algorithm; those that cannot run the shape are left out
+}  // extern "C"
+
+namespace {
+
+// Which algorithm the timing functions' fill callbacks write (one call is prepared per algorithm in turn).
+thread_local int32_t timed_algorithm;
+
+// One prepared call (and packed weights) per algorithm, timed on arbitrary data in interleaved rounds; seconds[i]
+// is the median, or -1 when algorithms[i] cannot run the shape (see sol_dnnl.h).
+void time_algorithms(sol_dnnl_fill fill, const int32_t* algorithms, int32_t count, int64_t batch, int64_t x_floats,
+                     int64_t w_floats, int64_t b_floats, int64_t y_floats, int32_t runs, double* seconds) {
+  std::vector<float> x(x_floats, 0.5f), w(w_floats, 0.01f), bias(b_floats, 0.1f), y(y_floats);
   std::vector<std::unique_ptr<Call>> calls(count);
   std::vector<std::vector<char>> packed(count);
   std::vector<std::vector<double>> times(count);
+  auto sol_kernel = [](int32_t algorithm) {
+    return algorithm == SOL_DNNL_WINOGRAD || algorithm == SOL_DNNL_WINOGRAD_2X2 || algorithm == SOL_DNNL_GROUPED;
+  };
   for (int32_t a = 0; a < count; ++a) {
     seconds[a] = -1.0;
-    chosen = algorithms[a];
-    calls[a].reset(static_cast<Call*>(sol_dnnl_create(fill, s[N])));
-    if (calls[a] && algorithms[a] != SOL_DNNL_DIRECT && !calls[a]->own) calls[a].reset();
+    timed_algorithm = algorithms[a];
+    calls[a].reset(static_cast<Call*>(sol_dnnl_create(fill, batch)));
+    // a SOL kernel that cannot run the shape falls back to oneDNN: not what was asked to be timed
+    if (calls[a] && sol_kernel(algorithms[a]) && !calls[a]->own)
+      calls[a].reset();
     if (!calls[a]) continue;
     packed[a].resize(sol_dnnl_packed_bytes(calls[a].get()) + 64);
     if (sol_dnnl_pack(calls[a].get(), w.data(), packed[a].data()) != 0) calls[a].reset();
@@ -637,7 +662,7 @@ __attribute__((visibility("default"))) void sol_dnnl_time_conv(const int32_t* al
       if (!calls[a]) continue;
       for (size_t at = 0; at < evict.size(); at += 64) evict[at] = static_cast<char>(round + a);
       const auto start = std::chrono::steady_clock::now();
-      if (sol_dnnl_execute(calls[a].get(), s[N], x.data(), packed[a].data(), bias.data(), nullptr, y.data()) != 0) {
+      if (sol_dnnl_execute(calls[a].get(), batch, x.data(), packed[a].data(), bias.data(), nullptr, y.data()) != 0) {
         calls[a].reset();
         times[a].clear();
         continue;
@@ -651,6 +676,54 @@ __attribute__((visibility("default"))) void sol_dnnl_time_conv(const int32_t* al
     std::sort(times[a].begin(), times[a].end());
     seconds[a] = times[a][times[a].size() / 2];
   }
+}
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) void sol_dnnl_time_conv(const int32_t* algorithms, int32_t count,
+                                                               const int64_t* shape, int32_t runs, double* seconds) {
+  enum { N, H, W, C, K, G, KH, KW, SH, SW, TOP, LEFT, BOTTOM, RIGHT };
+  static thread_local int64_t s[SOL_DNNL_SHAPE_DIMS];
+  std::copy(shape, shape + SOL_DNNL_SHAPE_DIMS, s);
+  // the descriptor a generated fill function would write (the shape from the thread-local above)
+  sol_dnnl_fill fill = [](int64_t, sol_dnnl_desc* d) {
+    const int64_t Ho = (s[H] + s[TOP] + s[BOTTOM] - s[KH]) / s[SH] + 1;
+    const int64_t Wo = (s[W] + s[LEFT] + s[RIGHT] - s[KW]) / s[SW] + 1;
+    const int64_t src[] = {s[N], s[C], s[H], s[W]}, dst[] = {s[N], s[K], Ho, Wo}, b[] = {s[K]};
+    const int64_t dense_w[] = {s[K], s[C], s[KH], s[KW]}, grouped_w[] = {s[G], s[K] / s[G], s[C] / s[G], s[KH], s[KW]};
+    const int32_t nhwc[] = {0, 2, 3, 1}, plain[] = {0, 1, 2, 3, 4};
+    d->op = SOL_DNNL_CONV, d->algorithm = timed_algorithm, d->static_weights = 1, d->has_bias = 1, d->npost = 0;
+    sol_dnnl_tensor_set(&d->src, 4, src, nhwc);
+    sol_dnnl_tensor_set(&d->dst, 4, dst, nhwc);
+    if (s[G] == 1) sol_dnnl_tensor_set(&d->weights, 4, dense_w, plain);
+    else sol_dnnl_tensor_set(&d->weights, 5, grouped_w, plain);
+    sol_dnnl_tensor_set(&d->bias, 1, b, plain);
+    const int64_t pad_l[] = {s[TOP], s[LEFT]}, pad_r[] = {s[BOTTOM], s[RIGHT]}, stride[] = {s[SH], s[SW]};
+    for (int i = 0; i < 2; ++i) d->stride[i] = stride[i], d->dilation[i] = 0, d->pad_l[i] = pad_l[i], d->pad_r[i] = pad_r[i];
+  };
+  const int64_t Ho = (s[H] + s[TOP] + s[BOTTOM] - s[KH]) / s[SH] + 1, Wo = (s[W] + s[LEFT] + s[RIGHT] - s[KW]) / s[SW] + 1;
+  time_algorithms(fill, algorithms, count, s[N], s[N] * s[H] * s[W] * s[C], s[K] * s[C] / s[G] * s[KH] * s[KW], s[K],
+                  s[N] * Ho * Wo * s[K], runs, seconds);
+}
+
+__attribute__((visibility("default"))) void sol_dnnl_time_linear(const int32_t* algorithms, int32_t count,
+                                                                 int64_t rows, int64_t in, int64_t out, int32_t runs,
+                                                                 double* seconds) {
+  static thread_local int64_t m, c, k;
+  m = rows, c = in, k = out;
+  sol_dnnl_fill fill = [](int64_t, sol_dnnl_desc* d) {
+    const int64_t src[] = {m, c}, w[] = {k, c}, dst[] = {m, k}, b[] = {k};
+    const int32_t plain[] = {0, 1};
+    d->op = SOL_DNNL_INNER_PRODUCT, d->algorithm = timed_algorithm, d->static_weights = 1, d->has_bias = 1;
+    d->npost = 0;
+    sol_dnnl_tensor_set(&d->src, 2, src, plain);
+    sol_dnnl_tensor_set(&d->weights, 2, w, plain);
+    sol_dnnl_tensor_set(&d->dst, 2, dst, plain);
+    sol_dnnl_tensor_set(&d->bias, 1, b, plain);
+  };
+  time_algorithms(fill, algorithms, count, m, m * c, k * c, k, m * k, runs, seconds);
 }
 
 }  // extern "C"

@@ -60,10 +60,14 @@ typedef struct sol_dnnl_post {
  *   GROUPED: the direct grouped/depthwise kernel (sol_grouped.h): groups of 8k output channels, or of 1 or 4
  *     output channels with as many input channels. */
 enum { SOL_DNNL_DIRECT = 0, SOL_DNNL_WINOGRAD = 1, SOL_DNNL_WINOGRAD_2X2 = 2, SOL_DNNL_GROUPED = 3 };
+/* How an INNER_PRODUCT runs: oneDNN's inner product (DIRECT), or LINEAR_1X1: the same rows as a 1x1 convolution
+ * over an M x 1 channels-last image, whose brgconv_1x1 kernels run 1.3-1.45x faster than the inner product's at
+ * ViT's 197 rows (the glue rewrites the descriptor; operands keep their memory layout). */
+enum { SOL_DNNL_LINEAR_1X1 = 4 };
 
 typedef struct sol_dnnl_desc {
   int32_t op;              /* SOL_DNNL_CONV / DECONV / MATMUL / INNER_PRODUCT */
-  int32_t algorithm;       /* SOL_DNNL_DIRECT or SOL_DNNL_WINOGRAD(_2X2) (forward convolutions) */
+  int32_t algorithm;       /* SOL_DNNL_DIRECT, or one of SOL's kernels (forward convolutions) / LINEAR_1X1 */
   int32_t static_weights;  /* 1: weights are parameters, packed once by sol_dnnl_pack */
   int32_t has_bias;
   int32_t npost;
@@ -104,6 +108,10 @@ const char* sol_dnnl_impl(void* handle);
 enum { SOL_DNNL_SHAPE_DIMS = 14 };
 void sol_dnnl_time_conv(const int32_t* algorithms, int32_t count, const int64_t* shape, int32_t runs,
                         double* seconds);
+/* The same for an inner product of `rows` x `in` by `out` x `in` weights (bias, no post-ops), algorithms DIRECT or
+ * LINEAR_1X1. */
+void sol_dnnl_time_linear(const int32_t* algorithms, int32_t count, int64_t rows, int64_t in, int64_t out, int32_t runs,
+                          double* seconds);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,76 @@
+"""Linear layers run as oneDNN's 1x1 convolution (SOL_DNNL_LINEAR_1X1, linear.py) where that was timed faster.
+
+The glue rewrites the inner product's descriptor into a convolution over a
+rows x 1 channels-last image; these tests force that rewrite and compare with
+the numpy reference, post-ops and the wildcard batch included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import sol
+from sol.compiler import compile_graph
+from sol.ir import BATCH, Dim, Graph, Purpose
+from sol.ir.interpret import run_reference
+from sol_backend_x86 import linear, winograd
+from sol_backend_x86.flavour import X86Flavour, onednn_paths
+
+pytestmark = pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed")
+
+RNG = np.random.default_rng(5)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SOL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sol-cache"))
+        yield
+
+
+def _f32(*shape: int, scale: float = 1.0) -> np.ndarray:
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def _encoder_block() -> Graph:
+    """linear -> gelu -> residual add, linear -> per-channel scale -> scalar subtract, over [N, 7, 24] rows."""
+    g = Graph("linear_1x1")
+    x = g.add_input("x", [Dim(BATCH, Purpose.N), Dim(7, Purpose.S), Dim(24, Purpose.C)])
+    (h,) = g.add_layer("linear", [x, g.add_param("fc1.weight", _f32(24, 24, scale=0.2)),
+                                  g.add_param("fc1.bias", _f32(24))], name="fc1")
+    (h,) = g.add_layer("gelu", [h], name="gelu")
+    (h,) = g.add_layer("add", [h, x], name="residual")
+    (y,) = g.add_layer("linear", [h, g.add_param("fc2.weight", _f32(16, 24, scale=0.2))], name="fc2")
+    (y,) = g.add_layer("mul", [y, g.add_param("scale", _f32(16))], name="scale")
+    (y,) = g.add_layer("sub", [y, g.add_param("shift", np.full((1,), 0.5, np.float32))], name="shift")
+    g.outputs = [y]
+    return g
+
+
+def test_linear_as_1x1_convolution_matches_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(linear, "choose", lambda layer, tuner: True)
+    g = _encoder_block()
+    compiled = compile_graph(g, "x86", passes=False)
+    assert compiled.source_path.read_text().count("d->algorithm = SOL_DNNL_LINEAR_1X1") == 2
+    params = {name: t.data for name, t in g.params.items()}
+    for batch in (1, 3):
+        inputs = [_f32(batch, 7, 24)]
+        np.testing.assert_allclose(compiled.run_numpy(inputs, params)[0], run_reference(g, inputs, params)[0],
+                                   rtol=1e-4, atol=1e-5, err_msg=f"batch {batch}")
+
+
+def test_linear_runs_as_convolution_only_where_timed_faster(monkeypatch: pytest.MonkeyPatch) -> None:
+    tuner = X86Flavour().dnn.tuner  # type: ignore[union-attr]
+    assert tuner is not None
+    timings = tuner.timings((7, 24, 16), (winograd.DIRECT, linear.LINEAR_1X1), kind="linear")
+    assert all(seconds > 0 for seconds in timings.values()), timings  # both ran the shape
+    layer = _encoder_block().layers[0]
+    assert linear.shape_of(layer) == (7, 24, 24)
+    monkeypatch.setitem(sol.config, "autotuning", True)
+    for conv_seconds, chosen in ((0.5e-3, True), (1.01e-3 * linear.MARGIN, False)):
+        monkeypatch.setattr(tuner, "timings", lambda shape, algorithms, kind, s=conv_seconds: {0: 1e-3, 4: s})
+        assert linear.choose(layer, tuner) is chosen
+    monkeypatch.setitem(sol.config, "autotuning", False)  # untimed: the inner product stays
+    assert linear.choose(layer, tuner) is False
