@@ -136,6 +136,10 @@ def _dense_graph() -> CaseGraph:
     cg.case("attention_bool_mask", "attention", [q, k, v, bool_mask], {"scale": None, "is_causal": False})
     float_mask = cg.param("float_mask", RNG.standard_normal((2, 1, 6)).astype(np.float32))
     cg.case("attention_float_mask", "attention", [q, k, v, float_mask], {"scale": None, "is_causal": False})
+    q_long = cg.input("q_long", (0, 2, 37, 8))  # tasks of 32 rows: 8 groups of four rows, then 1 + 4 + 1 rows
+    k_long = cg.input("k_long", (0, 2, 11, 8))
+    v_long = cg.input("v_long", (0, 2, 11, 5))
+    cg.case("attention_row_groups", "attention", [q_long, k_long, v_long], {"scale": None, "is_causal": False})
     return cg
 
 

@@ -7,6 +7,14 @@ query rows, copies its head's K transposed once (``kt[c][s]``) and
 accumulates the scores row with FMAs along the keys (``sc[s] += q[c] *
 kt[c][s]``), which vectorizes without reductions. Larger heads fall back to
 the dot products.
+
+Without a mask, the rows of a task go ``ROWS`` at a time, like a GEMM
+micro-kernel: the scores loop is vectorized over the keys with the head
+dimension inside, one accumulator per row in registers (per step: one load of
+K^T, ``ROWS`` broadcasts of q, ``ROWS`` FMAs), and the weighted sum of v is
+vectorized over the value dimension with the keys inside. The single-row
+loop stored and reloaded its scores row at every FMA (ViT-B/16's attention:
+3.2 ms per layer, 37 GFLOP/s on two AVX2 cores).
 """
 
 from __future__ import annotations
@@ -18,10 +26,13 @@ from .. import cexpr
 from ..nest import Block, Emit, Loop, Node, Stmt, index_vars
 from .base import KernelContext, ctype_of, kernel, optional_input
 
-#: query rows per parallel task of the transposed-K kernel (amortizes the copy of K)
-ROWS_PER_TASK = 32
+#: query rows per parallel task of the transposed-K kernel (amortizes the copy of K: ViT-B/16's 197 rows are
+#: 2 tasks per head, 7 with 32 rows per task)
+ROWS_PER_TASK = 128
 #: the largest transposed K (elements) a task keeps on its stack
 MAX_TRANSPOSED = 32768
+#: query rows computed together (accumulators in registers) when there is no mask
+ROWS = 4
 
 
 @kernel("attention")
@@ -97,16 +108,74 @@ def attention(layer: Layer, kc: KernelContext) -> list[Node]:
         return inner
     # one task: a head (batch index) and a block of query rows, sharing one transposed copy of K
     rows, first = cexpr.size(length), f"lb * {ROWS_PER_TASK}"
+    last = f"({first} + {ROWS_PER_TASK} < {rows} ? {first} + {ROWS_PER_TASK} : {rows})"
+    if masking:
+        walk: list[Node] = [Loop("l", last, [Block(row)], start=first)]
+    else:  # ROWS rows at a time, then the rest one by one
+        quads = f"({first} + ({last} - {first}) / {ROWS} * {ROWS})"
+        walk = [
+            Loop("l", quads, [Block(_rows_together(kc, q, v, t, w, source, e, ev, scale, base, bvars))], start=first,
+                 step=str(ROWS)),
+            Loop("l", last, [Block(row)], start=quads),
+        ]
     task: list[Node] = [Block([
         Stmt(f"alignas(64) {w} kt[{source * e}];"),
         Stmt(f"const int64_t kto = {base(k.shape, '0')};"),
         Loop("s", str(source), [
             Loop("c", str(e), [Stmt(f"kt[c * {source} + s] = ({w}){kc.ptr(k)}[kto + s * {e} + c];")]),
         ]),
-        Loop("l", f"({first} + {ROWS_PER_TASK} < {rows} ? {first} + {ROWS_PER_TASK} : {rows})", [Block(row)],
-             start=first),
+        *walk,
     ])]
     inner = [Loop("lb", f"(({rows}) + {ROWS_PER_TASK - 1}) / {ROWS_PER_TASK}", task, parallel=True)]
     for var, extent in reversed(list(zip(bvars, batch, strict=True))):
         inner = [Loop(var, cexpr.size(extent), inner, parallel=True)]
     return inner
+
+
+def _rows_together(kc: KernelContext, q, v, t: str, w: str, source: int, e: int, ev: int, scale: float,  # type: ignore[no-untyped-def]
+                   base, bvars: list[str]) -> list[Node]:
+    """Query rows l .. l + ROWS - 1 (unmasked): scores, softmax and weighted sum with per-row register accumulators."""
+    rows = range(ROWS)
+    acc = ", ".join(f"a{r} = 0" for r in rows)
+    exp = kc.math("exp")
+    nodes: list[Node] = [
+        Stmt(f"alignas(64) {w} sc[{ROWS}][{source}];"),
+        Stmt(f"const int64_t qo = {base(q.shape, 'l')}, vo = {base(v.shape, '0')};"),
+        # outer-loop vectorization: lanes are keys, the head dimension runs inside on registers
+        Loop("s", str(source), [
+            Stmt(f"{w} {acc};"),
+            Loop("c", str(e), [
+                Stmt(f"const {w} kv = kt[c * {source} + s];"),
+                *[Stmt(f"a{r} += ({w}){kc.ptr(q)}[qo + {r * e} + c] * kv;") for r in rows],
+            ]),
+            *[Stmt(f"sc[{r}][s] = a{r} * ({w}){scale!r};") for r in rows],
+        ], vector=True),
+        Stmt(f"{w} inv[{ROWS}];"),
+    ]
+    for r in rows:
+        nodes += [
+            Stmt(f"{w} mx{r} = -INFINITY;"),
+            Loop("s", str(source), [Stmt(f"mx{r} = sol_max<{w}>(mx{r}, sc[{r}][s]);")], vector=True,
+                 reduction=("max", f"mx{r}")),
+            Stmt(f"{w} sum{r} = 0;"),
+            Loop("s", str(source), [Stmt(f"sc[{r}][s] = {exp}(sc[{r}][s] - mx{r});"), Stmt(f"sum{r} += sc[{r}][s];")],
+                 vector=True, reduction=("+", f"sum{r}")),
+            Stmt(f"inv[{r}] = ({w})1 / sum{r};"),
+        ]
+    nodes += [
+        Stmt(f"alignas(64) {w} out[{ROWS}][{ev}];"),
+        # lanes are value columns, the keys run inside
+        Loop("c", str(ev), [
+            Stmt(f"{w} {acc};"),
+            Loop("s", str(source), [
+                Stmt(f"const {w} vv = {kc.ptr(v)}[vo + s * {ev} + c];"),
+                *[Stmt(f"a{r} += sc[{r}][s] * vv;") for r in rows],
+            ]),
+            *[Stmt(f"out[{r}][c] = a{r} * inv[{r}];") for r in rows],
+        ], vector=True),
+        Loop("r", str(ROWS), [
+            Stmt("const int64_t lr = l + r;"),
+            Loop("c", str(ev), [Emit(f"({t})out[r][c]", (*bvars, "lr", "c"))], vector=True),
+        ]),
+    ]
+    return nodes
