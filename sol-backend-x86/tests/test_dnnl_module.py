@@ -24,9 +24,8 @@ CONV = {"stride": (1, 1), "padding": ((1, 1), (1, 1)), "dilation": (1, 1), "grou
 
 
 @pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def _onednn_only(private_sol_cache: None) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SOL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sol-cache"))
         # these tests are about oneDNN's calls; SOL's Winograd kernel has its own (test_winograd.py)
         mp.setitem(sol.config, "x86::winograd", False)
         yield

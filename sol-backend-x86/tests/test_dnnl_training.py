@@ -12,8 +12,6 @@ forward's saved activations reach the backward in the layout they were written.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 from sol.compiler import compile_graph
@@ -22,7 +20,8 @@ from sol.ir import BATCH, Dim, Graph, Purpose
 from sol.ir.interpret import run_reference
 from sol_backend_x86.flavour import onednn_paths
 
-pytestmark = pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed")
+pytestmark = [pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed"),
+              pytest.mark.usefixtures("private_sol_cache")]
 
 RTOL, ATOL = 1e-4, 1e-4
 RNG = np.random.default_rng(5)
@@ -36,13 +35,6 @@ CASES = [
     (4, 8, 1, 3, 2, 1, (0, 1), 8),     # uneven padding
     (3, 16, 1, 7, 2, 1, (3, 3), 16),   # a stem
 ]
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SOL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sol-cache"))
-        yield
 
 
 def _f32(*shape: int) -> np.ndarray:

@@ -10,8 +10,6 @@ length modulo 8, and channel counts beyond one task's 64.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 import sol
@@ -21,16 +19,10 @@ from sol.ir.interpret import run_reference
 from sol_backend_x86 import grouped
 from sol_backend_x86.flavour import X86Flavour, onednn_paths
 
-pytestmark = pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed")
+pytestmark = [pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed"),
+              pytest.mark.usefixtures("private_sol_cache")]
 
 RNG = np.random.default_rng(11)
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SOL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sol-cache"))
-        yield
 
 
 @pytest.fixture

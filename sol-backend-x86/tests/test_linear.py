@@ -7,8 +7,6 @@ the numpy reference, post-ops and the wildcard batch included.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 import sol
@@ -18,16 +16,10 @@ from sol.ir.interpret import run_reference
 from sol_backend_x86 import linear, winograd
 from sol_backend_x86.flavour import X86Flavour, onednn_paths
 
-pytestmark = pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed")
+pytestmark = [pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed"),
+              pytest.mark.usefixtures("private_sol_cache")]
 
 RNG = np.random.default_rng(5)
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SOL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sol-cache"))
-        yield
 
 
 def _f32(*shape: int, scale: float = 1.0) -> np.ndarray:

@@ -10,8 +10,6 @@ channel is off by whole products).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 import sol
@@ -21,17 +19,11 @@ from sol.ir.interpret import run_reference
 from sol_backend_x86 import winograd
 from sol_backend_x86.flavour import X86Flavour, onednn_paths
 
-pytestmark = pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed")
+pytestmark = [pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed"),
+              pytest.mark.usefixtures("private_sol_cache")]
 
 RNG = np.random.default_rng(7)
 RELATIVE = 1e-5
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SOL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sol-cache"))
-        yield
 
 
 @pytest.fixture(params=[winograd.WINOGRAD_4X4, winograd.WINOGRAD_2X2], ids=["F4x4", "F2x2"])
