@@ -83,5 +83,5 @@ class X86DeployTarget(GccDeployTarget):
         note = (f"oneDNN {library_version(library.resolve())} is shipped beside the library (its soname file); "
                 "ship both, they find each other through $ORIGIN; libdnnl needs libstdc++, libgomp, libm and libc")
         return DeployLibraries(include_dirs=(glue.HERE, include),
-                               objects=(glue.glue_object(shlex.join(self.compiler()), include, flavour.toolchain_id()),),
+                               objects=(glue.glue_object(shlex.join(self.compiler()), include, flavour.glue_toolchain()),),
                                shipped=(library,), notes=(note,))

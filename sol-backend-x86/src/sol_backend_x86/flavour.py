@@ -103,9 +103,9 @@ class X86Flavour(CpuFlavour):
         self._onednn = onednn_paths() if wanted else None
         if self._onednn is not None:
             lib, include = self._onednn
-            tuner = winograd.ConvTuner(self.cc, include, lib, self.toolchain_id)
+            tuner = winograd.ConvTuner(self.cc, include, lib, self.glue_toolchain)
             self.dnn = OneDnnModule(library_version(lib.resolve()), tuner)
-            _build_glue_in_background(self.cc, include, self.toolchain_id())
+            _build_glue_in_background(self.cc, include, self.glue_toolchain())
 
     def prelude(self) -> str:
         text = super().prelude()
@@ -120,10 +120,15 @@ class X86Flavour(CpuFlavour):
         if self._onednn is None:
             return command
         lib, include = self._onednn
-        obj = glue.glue_object(self.cc, include, self.toolchain_id())
+        obj = glue.glue_object(self.cc, include, self.glue_toolchain())
         lib_dir = lib.resolve().parent
         return [*command, f"-I{glue.HERE}", f"-I{include}", str(obj), f"-L{lib_dir}", f"-l:{lib.name}",
                 f"-Wl,-rpath,{lib_dir}"]
+
+    def glue_toolchain(self) -> str:
+        """What the glue object depends on besides its sources: the compiler and oneDNN's version, not the
+        settings that steer the generated code (a glue build per combination of them cost CI minutes)."""
+        return f"{super().toolchain_id()}|onednn {self.dnn.version if self.dnn else ''}"
 
     def toolchain_id(self) -> str:
         base = super().toolchain_id() + ("|libmvec" if self.vector_math else "")
