@@ -147,9 +147,11 @@ def test_autotuning_times_the_kernel_against_onednn(monkeypatch: pytest.MonkeyPa
     timings = tuner.timings(shape, (0, grouped.GROUPED))
     assert all(seconds > 0 for seconds in timings.values()), timings
     g = Graph("grouped_tuned")
-    x = _image(g, "x", 64, 14, 14)
+    x = _image(g, "x", 64, 28, 28)
     g.outputs = [_conv(g, x, "g16", 64, 64, 16, (3, 3))]
     layer = g.layers[0]
+    assert grouped.worth_timing(grouped.shape_of(layer))  # type: ignore[arg-type]  # 28x28x64 outputs x 4 x 9: 3.6 MFLOP
+    assert not grouped.worth_timing((1, 7, 7, 64, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1))  # depthwise 7x7x64: microseconds
     monkeypatch.setitem(sol.config, "autotuning", True)
     for sol_seconds, chosen in ((0.5e-3, True), (1.01e-3 * grouped.MARGIN, False)):  # faster, not by the margin
         monkeypatch.setattr(tuner, "timings", lambda shape, algorithms, s=sol_seconds: {0: 1e-3, grouped.GROUPED: s})

@@ -61,6 +61,12 @@ def test_linear_runs_as_convolution_only_where_timed_faster(monkeypatch: pytest.
     layer = _encoder_block().layers[0]
     assert linear.shape_of(layer) == (7, 24, 24)
     monkeypatch.setitem(sol.config, "autotuning", True)
+    monkeypatch.setattr(tuner, "timings", lambda shape, algorithms, kind: {0: 1e-3, 4: 0.5e-3})
+    assert linear.choose(layer, tuner) is False  # 8 KFLOP: not worth a timing, the inner product stays
+    big = Graph("linear_big")  # as big as the encoder's layers: timed
+    x = big.add_input("x", [Dim(BATCH, Purpose.N), Dim(128, Purpose.S), Dim(768, Purpose.C)])
+    big.add_layer("linear", [x, big.add_param("fc.weight", _f32(768, 768))], name="fc")
+    layer = big.layers[0]
     for conv_seconds, chosen in ((0.5e-3, True), (1.01e-3 * linear.MARGIN, False)):
         monkeypatch.setattr(tuner, "timings", lambda shape, algorithms, kind, s=conv_seconds: {0: 1e-3, 4: s})
         assert linear.choose(layer, tuner) is chosen

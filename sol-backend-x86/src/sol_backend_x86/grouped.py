@@ -73,10 +73,17 @@ def choose(layer: Layer, post_ops: list[Layer], tuner: winograd.ConvTuner | None
         return False
     shape = shape_of(layer)
     assert shape is not None
-    if tuner is not None and sol.config["autotuning"]:
+    if tuner is not None and sol.config["autotuning"] and worth_timing(shape):
         timings = tuner.timings(shape, (winograd.DIRECT, GROUPED))
         return 0 < timings[GROUPED] < MARGIN * timings[winograd.DIRECT]
     return heuristic(shape)
+
+
+def worth_timing(shape: tuple[int, ...]) -> bool:
+    """At least 2 MFLOP: smaller layers take microseconds either way, and each timing costs ~0.2 s of compile."""
+    n, h, w, c, k, groups, kh, kw, sh, sw, top, left, bottom, right = shape
+    outputs = n * ((h + top + bottom - kh) // sh + 1) * ((w + left + right - kw) // sw + 1) * k
+    return outputs * (c // groups) * kh * kw >= 1 << 20
 
 
 def heuristic(shape: tuple[int, ...]) -> bool:

@@ -51,7 +51,7 @@ def choose(layer: Layer, tuner: winograd.ConvTuner | None) -> bool:
     if tuner is None or not sol.config["autotuning"]:
         return False
     shape = shape_of(layer)
-    if shape is None:
+    if shape is None or shape[0] * shape[1] * shape[2] < 1 << 20:  # < 2 MFLOP: microseconds either way
         return False
     timings = tuner.timings(shape, (winograd.DIRECT, LINEAR_1X1), kind="linear")
     return 0 < timings[LINEAR_1X1] < MARGIN * timings[winograd.DIRECT]
