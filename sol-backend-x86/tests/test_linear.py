@@ -13,7 +13,7 @@ import sol
 from sol.compiler import compile_graph
 from sol.ir import BATCH, Dim, Graph, Purpose
 from sol.ir.interpret import run_reference
-from sol_backend_x86 import linear, winograd
+from sol_backend_x86 import linear, tuning, winograd
 from sol_backend_x86.flavour import X86Flavour, onednn_paths
 
 pytestmark = [pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed"),
@@ -67,7 +67,7 @@ def test_linear_runs_as_convolution_only_where_timed_faster(monkeypatch: pytest.
     x = big.add_input("x", [Dim(BATCH, Purpose.N), Dim(128, Purpose.S), Dim(768, Purpose.C)])
     big.add_layer("linear", [x, big.add_param("fc.weight", _f32(768, 768))], name="fc")
     layer = big.layers[0]
-    for conv_seconds, chosen in ((0.5e-3, True), (1.01e-3 * linear.MARGIN, False)):
+    for conv_seconds, chosen in ((0.5e-3, True), (1.01e-3 * tuning.MARGIN, False)):
         monkeypatch.setattr(tuner, "timings", lambda shape, algorithms, kind, s=conv_seconds: {0: 1e-3, 4: s})
         assert linear.choose(layer, tuner) is chosen
     monkeypatch.setitem(sol.config, "autotuning", False)  # untimed: the inner product stays

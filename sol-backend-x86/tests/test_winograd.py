@@ -170,9 +170,9 @@ def test_winograd_4x4_is_a_candidate_only_when_asked_for(monkeypatch: pytest.Mon
     seconds = {winograd.DIRECT: 3e-3, winograd.WINOGRAD_4X4: 1e-3, winograd.WINOGRAD_2X2: 2e-3}
     monkeypatch.setattr(tuner, "_time_all", lambda shape, algorithms, kind="conv": seconds)
     shape = (1, 24, 24, 32, 32, 1, 1, 1, 1)
-    assert tuner.fastest(shape, winograd.candidates()) == winograd.WINOGRAD_2X2
+    assert winograd.fastest(tuner, shape, winograd.candidates()) == winograd.WINOGRAD_2X2
     monkeypatch.setitem(sol.config, "x86::winograd_4x4", True)
-    assert tuner.fastest(shape, winograd.candidates()) == winograd.WINOGRAD_4X4
+    assert winograd.fastest(tuner, shape, winograd.candidates()) == winograd.WINOGRAD_4X4
 
 
 def _max_error_against_float64(algorithm: int, monkeypatch: pytest.MonkeyPatch) -> float:
@@ -212,10 +212,10 @@ def test_autotuning_times_both_kernels_once_per_shape(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(tuner, "_time_all", counting)
     shape = (1, 20, 20, 16, 32, 1, 1, 1, 1)
-    first = tuner.fastest(shape)
+    first = winograd.fastest(tuner, shape)
     assert len(timed) == 1 and sorted(timed[0]) == sorted(winograd.NAMES)
     assert all(seconds > 0 for seconds in timed[0].values()), f"an algorithm could not run {shape}: {timed[0]}"
-    assert tuner.fastest(shape) == first  # the cached choice: no second timing
+    assert winograd.fastest(tuner, shape) == first  # the cached choice: no second timing
     assert len(timed) == 1
     # an algorithm that cannot run the shape (output channels not a multiple of 8) reports a negative time
-    assert original(winograd.conv_shape((1, 20, 20, 16, 12, 1, 1, 1, 1)), (0, 2))[winograd.WINOGRAD_2X2] < 0
+    assert original((1, 20, 20, 16, 12, 1, 3, 3, 1, 1, 1, 1, 1, 1), (0, 2))[winograd.WINOGRAD_2X2] < 0

@@ -23,6 +23,7 @@ from sol.codegen.layout import channels_last
 from sol.ir import Layer, Size, Tensor
 
 from . import grouped, linear, winograd
+from .tuning import DIRECT, Tuner
 
 if TYPE_CHECKING:  # the kernels package registers every op (slow to import): only the generator needs it
     from sol.codegen.kernels import KernelContext
@@ -50,13 +51,16 @@ def _float32(tensors: Sequence[Tensor]) -> bool:
 class OneDnnModule(DnnModule):
     name = "onednn"
 
-    def __init__(self, version: str = "", tuner: winograd.ConvTuner | None = None) -> None:
+    def __init__(self, version: str = "", tuner: Tuner | None = None) -> None:
         self.version = version
         self.tuner = tuner  # times SOL's kernels against oneDNN per convolution (None: the heuristics decide)
 
     def key(self) -> str:
-        # the Winograd choice is part of the generated code, so what decides it is part of the cache key
-        return f"onednn {self.version}|{winograd.settings()}|{grouped.settings()}|{linear.settings()}"
+        import sol
+
+        # which kernel runs each call is part of the generated code, so what decides it is part of the cache key
+        return (f"onednn {self.version}|{winograd.settings()}|{grouped.settings()}|{linear.settings()}"
+                f"|autotuning {int(sol.config['autotuning'])}")
 
     # -- planning ---------------------------------------------------------
     def accepts(self, layer: Layer) -> bool:
@@ -175,7 +179,7 @@ class OneDnnModule(DnnModule):
             r = x.rank - 2
             groups = int(anchor.attrs.get("groups", 1))
             algorithm = winograd.choose(anchor, call.post_ops, self.tuner)
-            if algorithm != winograd.DIRECT:
+            if algorithm != DIRECT:
                 lines.append(f"d->algorithm = {winograd.C_NAMES[algorithm]};  // SOL's {winograd.NAMES[algorithm]}: "
                              "see sol_winograd.h")
             elif grouped.choose(anchor, call.post_ops, self.tuner):

@@ -25,9 +25,10 @@ from pathlib import Path
 import sol
 from sol.codegen import CpuFlavour
 
-from . import glue, winograd
+from . import glue
 from .dnnl_module import OneDnnModule
 from .onednn import DNN_KEY, LIBRARY_KEY, default_search_dirs, find_library, library_version
+from .tuning import Tuner
 
 
 def onednn_paths() -> tuple[Path, Path] | None:
@@ -103,7 +104,7 @@ class X86Flavour(CpuFlavour):
         self._onednn = onednn_paths() if wanted else None
         if self._onednn is not None:
             lib, include = self._onednn
-            tuner = winograd.ConvTuner(self.cc, include, lib, self.glue_toolchain)
+            tuner = Tuner(self.cc, include, lib, self.glue_toolchain)
             self.dnn = OneDnnModule(library_version(lib.resolve()), tuner)
             _build_glue_in_background(self.cc, include, self.glue_toolchain())
 

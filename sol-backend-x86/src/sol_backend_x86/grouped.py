@@ -22,17 +22,15 @@ import sol
 from sol.ir import Layer
 from sol.records import ConfigKey
 
-from . import winograd
+from .tuning import DIRECT, Tuner, post_ops_supported
 
 GROUPED_KEY = ConfigKey("x86::grouped", bool, True,
                         "Run grouped and depthwise convolutions as SOL's direct kernel where it is faster than "
                         "oneDNN (timed at compile time when autotuning is on; ResNeXt's groups of 4 channels run "
                         "8x faster than oneDNN's im2col+GEMM on AVX2).")
 
-#: SOL_DNNL_GROUPED in sol_dnnl.h
+#: SOL_DNNL_GROUPED in sol_dnnl.h (the kernel must beat oneDNN by tuning.MARGIN to be chosen)
 GROUPED = 3
-#: the kernel must beat oneDNN by this factor in the timing to be chosen
-MARGIN = winograd.MARGIN
 
 
 def shape_of(layer: Layer) -> tuple[int, ...] | None:
@@ -64,18 +62,17 @@ def eligible(layer: Layer, post_ops: list[Layer]) -> bool:
     if layer.attrs.get("trained_params") or any(int(d) != 1 for d in layer.attrs.get("dilation", (1, 1))):
         return False  # trained weights would be re-packed every step
     shape = shape_of(layer)
-    return shape is not None and handles(shape) and winograd.post_ops_supported(post_ops)
+    return shape is not None and handles(shape) and post_ops_supported(post_ops)
 
 
-def choose(layer: Layer, post_ops: list[Layer], tuner: winograd.ConvTuner | None) -> bool:
+def choose(layer: Layer, post_ops: list[Layer], tuner: Tuner | None) -> bool:
     """Whether ``layer`` runs as SOL's grouped kernel: timed on this machine (autotuning) or by the heuristic."""
     if not sol.config.get(GROUPED_KEY.name, True) or not eligible(layer, post_ops):
         return False
     shape = shape_of(layer)
     assert shape is not None
     if tuner is not None and sol.config["autotuning"] and worth_timing(shape):
-        timings = tuner.timings(shape, (winograd.DIRECT, GROUPED))
-        return 0 < timings[GROUPED] < MARGIN * timings[winograd.DIRECT]
+        return tuner.fastest(shape, (DIRECT, GROUPED)) == GROUPED
     return heuristic(shape)
 
 
@@ -95,4 +92,4 @@ def heuristic(shape: tuple[int, ...]) -> bool:
 
 def settings() -> str:
     """What decides the choices of ``choose`` besides the layer (for cache keys of generated code)."""
-    return f"grouped {int(sol.config.get(GROUPED_KEY.name, True))}|autotuning {int(sol.config['autotuning'])}"
+    return f"grouped {int(sol.config.get(GROUPED_KEY.name, True))}"

@@ -17,16 +17,14 @@ import sol
 from sol.ir import Layer
 from sol.records import ConfigKey
 
-from . import winograd
+from .tuning import DIRECT, Tuner
 
 LINEAR_1X1_KEY = ConfigKey("x86::linear_1x1", bool, True,
                            "Run a Linear layer as oneDNN's 1x1 convolution where that is faster than its inner "
                            "product (timed per shape when autotuning is on; ViT-B/16's layers 1.1-1.5x).")
 
-#: SOL_DNNL_LINEAR_1X1 in sol_dnnl.h (and DIRECT: the inner product)
+#: SOL_DNNL_LINEAR_1X1 in sol_dnnl.h (DIRECT: the inner product; the convolution must beat it by tuning.MARGIN)
 LINEAR_1X1 = 4
-#: the convolution must beat the inner product by this factor in the timing to be chosen
-MARGIN = winograd.MARGIN
 
 
 def shape_of(layer: Layer) -> tuple[int, int, int] | None:
@@ -44,7 +42,7 @@ def shape_of(layer: Layer) -> tuple[int, int, int] | None:
     return rows, int(sizes[0]), int(sizes[1])
 
 
-def choose(layer: Layer, tuner: winograd.ConvTuner | None) -> bool:
+def choose(layer: Layer, tuner: Tuner | None) -> bool:
     """Whether the Linear ``layer`` runs as a 1x1 convolution: only where timed faster on this machine."""
     if layer.op != "linear" or layer.attrs.get("trained_params") or not sol.config.get(LINEAR_1X1_KEY.name, True):
         return False
@@ -53,10 +51,9 @@ def choose(layer: Layer, tuner: winograd.ConvTuner | None) -> bool:
     shape = shape_of(layer)
     if shape is None or shape[0] * shape[1] * shape[2] < 1 << 20:  # < 2 MFLOP: microseconds either way
         return False
-    timings = tuner.timings(shape, (winograd.DIRECT, LINEAR_1X1), kind="linear")
-    return 0 < timings[LINEAR_1X1] < MARGIN * timings[winograd.DIRECT]
+    return tuner.fastest(shape, (DIRECT, LINEAR_1X1), kind="linear") == LINEAR_1X1
 
 
 def settings() -> str:
     """What decides the choices of ``choose`` besides the layer (for cache keys of generated code)."""
-    return f"linear_1x1 {int(sol.config.get(LINEAR_1X1_KEY.name, True))}|autotuning {int(sol.config['autotuning'])}"
+    return f"linear_1x1 {int(sol.config.get(LINEAR_1X1_KEY.name, True))}"

@@ -25,22 +25,11 @@ kernels off altogether.
 
 from __future__ import annotations
 
-import ctypes
-import functools
-import hashlib
-import json
-import shlex
-from collections.abc import Callable
-from pathlib import Path
-
 import sol
-from sol import cache, log
 from sol.ir import Layer
 from sol.records import ConfigKey
 
-from . import glue
-
-_log = log.get("x86")
+from .tuning import DIRECT, Tuner, post_ops_supported
 
 WINOGRAD_KEY = ConfigKey("x86::winograd", bool, True,
                          "Run eligible 3x3 convolutions (stride 1, no groups) as SOL's Winograd F(2x2,3x3) kernel "
@@ -50,11 +39,6 @@ WINOGRAD_4X4_KEY = ConfigKey("x86::winograd_4x4", bool, False,
                              "layers); its float32 error is 3-5x (mean) to 6-16x (max) a direct convolution's, so deep "
                              "networks drift further from exact results than eager PyTorch does.")
 
-#: Winograd must beat oneDNN by this factor in the timing to be chosen (ties go to the direct convolution)
-MARGIN = 0.95
-RUNS = 7
-#: eltwise post-ops the epilogue of SOL's kernels computes (post_ops_for in sol_dnnl.cpp); binary ops all work
-_ACTIVATIONS = frozenset({"relu", "leaky_relu", "clamp"})
 
 
 def eligible(layer: Layer, post_ops: list[Layer]) -> bool:
@@ -71,21 +55,13 @@ def eligible(layer: Layer, post_ops: list[Layer]) -> bool:
     return post_ops_supported(post_ops)
 
 
-def post_ops_supported(post_ops: list[Layer]) -> bool:
-    """Whether the epilogue of SOL's own kernels (glue/sol_kernels.h) computes these fused post-ops."""
-    return all(p.op in _ACTIVATIONS or len(p.inputs) == 2 for p in post_ops)
-
-
-#: the glue's algorithms (SOL_DNNL_DIRECT, SOL_DNNL_WINOGRAD, SOL_DNNL_WINOGRAD_2X2 in sol_dnnl.h), by name;
-#: SOL_DNNL_GROUPED (3) is grouped.py's
-DIRECT, WINOGRAD_4X4, WINOGRAD_2X2 = 0, 1, 2
+#: the glue's algorithms (SOL_DNNL_DIRECT, SOL_DNNL_WINOGRAD, SOL_DNNL_WINOGRAD_2X2 in sol_dnnl.h), by name
+WINOGRAD_4X4, WINOGRAD_2X2 = 1, 2
 NAMES = {DIRECT: "oneDNN", WINOGRAD_4X4: "Winograd F(4x4,3x3)", WINOGRAD_2X2: "Winograd F(2x2,3x3)"}
 C_NAMES = {WINOGRAD_4X4: "SOL_DNNL_WINOGRAD", WINOGRAD_2X2: "SOL_DNNL_WINOGRAD_2X2"}
-#: every algorithm the tuner times, for its log (3: SOL_DNNL_GROUPED, grouped.py)
-TIMED_NAMES = {**NAMES, 3: "SOL grouped"}
 
 
-def choose(layer: Layer, post_ops: list[Layer], tuner: ConvTuner | None) -> int:
+def choose(layer: Layer, post_ops: list[Layer], tuner: Tuner | None) -> int:
     """How ``layer`` runs (DIRECT: oneDNN): timed on this machine (autotuning) or by the heuristic."""
     if not sol.config.get(WINOGRAD_KEY.name, True) or not eligible(layer, post_ops):
         return DIRECT
@@ -99,7 +75,7 @@ def choose(layer: Layer, post_ops: list[Layer], tuner: ConvTuner | None) -> int:
         return DIRECT
     allowed = candidates()
     if tuner is not None and sol.config["autotuning"]:
-        return tuner.fastest(shape, allowed)
+        return fastest(tuner, shape, allowed)
     return heuristic(shape, allowed)
 
 
@@ -107,7 +83,7 @@ def settings() -> str:
     """What decides the choices of ``choose`` besides the layer (for cache keys of generated code)."""
     use = sol.config.get(WINOGRAD_KEY.name, True)
     tiles = "".join(str(a) for a in sorted(candidates()))
-    return f"winograd {int(use)} {tiles}|autotuning {int(sol.config['autotuning'])}"
+    return f"winograd {int(use)} {tiles}"
 
 
 def candidates() -> frozenset[int]:
@@ -139,73 +115,7 @@ def _tiles(shape: tuple[int, ...], size: int) -> int:
     return n * -(-(h + top + bottom - 2) // size) * -(-(w + left + right - 2) // size)
 
 
-def conv_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """The glue's 14-number convolution shape (sol_dnnl_time_conv) of a 3x3, stride-1, ungrouped ``shape``."""
+def fastest(tuner: Tuner, shape: tuple[int, ...], allowed: frozenset[int] = frozenset(NAMES)) -> int:
+    """The fastest ``allowed`` algorithm for the 3x3 ``shape`` on this machine (every tile size is timed)."""
     n, h, w, c, k, top, left, bottom, right = shape
-    return (n, h, w, c, k, 1, 3, 3, 1, 1, top, left, bottom, right)
-
-
-class ConvTuner:
-    """Times oneDNN's and SOL's own convolutions through the glue (a shared library built once)."""
-
-    def __init__(self, cc: str, include_dir: Path, library: Path, toolchain: Callable[[], str]) -> None:
-        # toolchain: the flavour's toolchain_id, so the tuner links the same glue object as the models
-        self.cc, self.include_dir, self.library, self.toolchain = cc, include_dir, library, toolchain
-
-    def fastest(self, shape: tuple[int, ...], allowed: frozenset[int] = frozenset(NAMES)) -> int:
-        """The fastest ``allowed`` algorithm for the 3x3 shape; Winograd must beat oneDNN by MARGIN.
-
-        Every algorithm is timed (once per shape: cached), so changing ``allowed`` needs no new timing.
-        """
-        timings = self.timings(conv_shape(shape), tuple(sorted(NAMES)))
-        direct = timings[DIRECT]
-        faster = [(t, a) for a, t in timings.items() if a != DIRECT and a in allowed and 0 < t < MARGIN * direct]
-        return min(faster)[1] if faster else DIRECT
-
-    def timings(self, shape: tuple[int, ...], algorithms: tuple[int, ...], kind: str = "conv") -> dict[int, float]:
-        """Seconds per algorithm (negative: it cannot run the shape); cached per shape. ``kind`` "conv": a glue
-        convolution shape (sol_dnnl_time_conv); "linear": (rows, in, out) of an inner product (sol_dnnl_time_linear)."""
-        key = hashlib.sha256(f"{kind} timings|{glue.source_hash()}|{self.cc}|{self.library}|{shape}|{algorithms}"
-                             .encode()).hexdigest()
-
-        def measure(directory: Path) -> dict[str, object]:
-            timings = {str(a): seconds for a, seconds in self._time_all(shape, algorithms, kind).items()}
-            (directory / "timings.json").write_text(json.dumps(timings))
-            names = TIMED_NAMES if kind == "conv" else {DIRECT: "oneDNN inner product", 4: "oneDNN 1x1 convolution"}
-            _log.debug("x86 autotuning: %s %s: %s", kind, shape, ", ".join(
-                f"{names.get(int(a), a)} {t * 1e3:.3f} ms" for a, t in timings.items()))
-            return {"what": f"x86 autotuning: {kind}", "shape": list(shape), "seconds": timings}
-
-        return {int(a): float(t) for a, t in cache.get_or_build(key, measure).metadata["seconds"].items()}
-
-    def _time_all(self, shape: tuple[int, ...], algorithms: tuple[int, ...], kind: str = "conv") -> dict[int, float]:
-        """Seconds per algorithm (negative: it cannot run the shape), timed in interleaved rounds."""
-        seconds = (ctypes.c_double * len(algorithms))()
-        chosen = (ctypes.c_int32 * len(algorithms))(*algorithms)
-        if kind == "linear":
-            self._functions().sol_dnnl_time_linear(chosen, len(algorithms), *shape, RUNS, seconds)
-        else:
-            self._functions().sol_dnnl_time_conv(chosen, len(algorithms), (ctypes.c_int64 * len(shape))(*shape),
-                                                 RUNS, seconds)
-        return dict(zip(algorithms, map(float, seconds), strict=True))
-
-    @functools.cache  # noqa: B019 - one tuner per flavour, living as long as the process
-    def _functions(self) -> ctypes.CDLL:
-        obj = glue.glue_object(self.cc, self.include_dir, self.toolchain())
-        key = hashlib.sha256(f"glue tuning library|{obj}|{self.library}".encode()).hexdigest()
-
-        def build(directory: Path) -> dict[str, str]:
-            lib_dir = self.library.resolve().parent
-            glue.run_all([[*shlex.split(self.cc), "-shared", "-fopenmp", str(obj), "-o", str(directory / "tuning.so"),
-                           f"-L{lib_dir}", f"-l:{self.library.name}", f"-Wl,-rpath,{lib_dir}"]])
-            return {"what": "oneDNN glue for autotuning"}
-
-        lib = ctypes.CDLL(str(cache.get_or_build(key, build).file("tuning.so")))
-        lib.sol_dnnl_time_conv.restype = None
-        lib.sol_dnnl_time_conv.argtypes = [ctypes.POINTER(ctypes.c_int32), ctypes.c_int32,
-                                           ctypes.POINTER(ctypes.c_int64), ctypes.c_int32,
-                                           ctypes.POINTER(ctypes.c_double)]
-        lib.sol_dnnl_time_linear.restype = None
-        lib.sol_dnnl_time_linear.argtypes = [ctypes.POINTER(ctypes.c_int32), ctypes.c_int32, *[ctypes.c_int64] * 3,
-                                             ctypes.c_int32, ctypes.POINTER(ctypes.c_double)]
-        return lib
+    return tuner.fastest((n, h, w, c, k, 1, 3, 3, 1, 1, top, left, bottom, right), tuple(sorted(NAMES)), allowed)

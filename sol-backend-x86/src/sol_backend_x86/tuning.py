@@ -1,0 +1,112 @@
+"""Compile-time timing of oneDNN against SOL's own kernels, through the glue (a shared library built once).
+
+Winograd (winograd.py), the grouped kernel (grouped.py) and Linear as a 1x1
+convolution (linear.py) each time their candidates on the layer's shape with
+`Tuner.fastest`; the glue runs them in interleaved rounds with cold caches, and
+the timings are cached per shape, machine and glue source. An alternative to
+oneDNN must beat it by MARGIN. Their epilogue (glue/sol_kernels.h) is shared,
+and so is the test of which fused post-ops it computes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import json
+import shlex
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from sol import cache, log
+from sol.ir import Layer
+
+from . import glue
+
+_log = log.get("x86")
+
+#: SOL_DNNL_DIRECT in sol_dnnl.h: oneDNN's own choice (for a Linear: its inner product)
+DIRECT = 0
+#: an alternative must beat oneDNN by this factor in the timing to be chosen (ties go to oneDNN)
+MARGIN = 0.95
+RUNS = 7
+#: the glue's algorithms by kind of timing, for the log (sol_dnnl.h)
+NAMES = {
+    "conv": {DIRECT: "oneDNN", 1: "Winograd F(4x4,3x3)", 2: "Winograd F(2x2,3x3)", 3: "SOL grouped"},
+    "linear": {DIRECT: "oneDNN inner product", 4: "oneDNN 1x1 convolution"},
+}
+#: eltwise post-ops the epilogue of SOL's kernels computes (post_ops_for in sol_dnnl.cpp); binary ops all work
+_ACTIVATIONS = frozenset({"relu", "leaky_relu", "clamp"})
+
+
+def post_ops_supported(post_ops: list[Layer]) -> bool:
+    """Whether the epilogue of SOL's own kernels (glue/sol_kernels.h) computes these fused post-ops."""
+    return all(p.op in _ACTIVATIONS or len(p.inputs) == 2 for p in post_ops)
+
+
+class Tuner:
+    """Times oneDNN against SOL's kernels on one shape at a time (see the module docstring)."""
+
+    def __init__(self, cc: str, include_dir: Path, library: Path, toolchain: Callable[[], str]) -> None:
+        # toolchain: the flavour's toolchain_id, so the tuner links the same glue object as the models
+        self.cc, self.include_dir, self.library, self.toolchain = cc, include_dir, library, toolchain
+
+    def fastest(self, shape: tuple[int, ...], algorithms: tuple[int, ...], allowed: Iterable[int] | None = None,
+                kind: str = "conv") -> int:
+        """The fastest of ``allowed`` (default: all of ``algorithms``) that beats DIRECT by MARGIN, else DIRECT.
+
+        All of ``algorithms`` are timed (once per shape: cached), so changing ``allowed`` needs no new timing.
+        """
+        timings = self.timings(shape, algorithms, kind=kind)
+        permitted = set(algorithms if allowed is None else allowed)
+        direct = timings[DIRECT]
+        faster = [(t, a) for a, t in timings.items() if a != DIRECT and a in permitted and 0 < t < MARGIN * direct]
+        return min(faster)[1] if faster else DIRECT
+
+    def timings(self, shape: tuple[int, ...], algorithms: tuple[int, ...], kind: str = "conv") -> dict[int, float]:
+        """Seconds per algorithm (negative: it cannot run the shape); cached per shape. ``kind`` "conv": a glue
+        convolution shape (sol_dnnl_time_conv); "linear": (rows, in, out) of an inner product (sol_dnnl_time_linear)."""
+        key = hashlib.sha256(f"{kind} timings|{glue.source_hash()}|{self.cc}|{self.library}|{shape}|{algorithms}"
+                             .encode()).hexdigest()
+
+        def measure(directory: Path) -> dict[str, object]:
+            timings = {str(a): seconds for a, seconds in self._time_all(shape, algorithms, kind).items()}
+            (directory / "timings.json").write_text(json.dumps(timings))
+            names = NAMES[kind]
+            _log.debug("x86 autotuning: %s %s: %s", kind, shape, ", ".join(
+                f"{names.get(int(a), a)} {t * 1e3:.3f} ms" for a, t in timings.items()))
+            return {"what": f"x86 autotuning: {kind}", "shape": list(shape), "seconds": timings}
+
+        return {int(a): float(t) for a, t in cache.get_or_build(key, measure).metadata["seconds"].items()}
+
+    def _time_all(self, shape: tuple[int, ...], algorithms: tuple[int, ...], kind: str = "conv") -> dict[int, float]:
+        """Seconds per algorithm (negative: it cannot run the shape), timed in interleaved rounds."""
+        seconds = (ctypes.c_double * len(algorithms))()
+        chosen = (ctypes.c_int32 * len(algorithms))(*algorithms)
+        if kind == "linear":
+            self._functions().sol_dnnl_time_linear(chosen, len(algorithms), *shape, RUNS, seconds)
+        else:
+            self._functions().sol_dnnl_time_conv(chosen, len(algorithms), (ctypes.c_int64 * len(shape))(*shape),
+                                                 RUNS, seconds)
+        return dict(zip(algorithms, map(float, seconds), strict=True))
+
+    @functools.cache  # noqa: B019 - one tuner per flavour, living as long as the process
+    def _functions(self) -> ctypes.CDLL:
+        obj = glue.glue_object(self.cc, self.include_dir, self.toolchain())
+        key = hashlib.sha256(f"glue tuning library|{obj}|{self.library}".encode()).hexdigest()
+
+        def build(directory: Path) -> dict[str, str]:
+            lib_dir = self.library.resolve().parent
+            glue.run_all([[*shlex.split(self.cc), "-shared", "-fopenmp", str(obj), "-o", str(directory / "tuning.so"),
+                           f"-L{lib_dir}", f"-l:{self.library.name}", f"-Wl,-rpath,{lib_dir}"]])
+            return {"what": "oneDNN glue for autotuning"}
+
+        lib = ctypes.CDLL(str(cache.get_or_build(key, build).file("tuning.so")))
+        lib.sol_dnnl_time_conv.restype = None
+        lib.sol_dnnl_time_conv.argtypes = [ctypes.POINTER(ctypes.c_int32), ctypes.c_int32,
+                                           ctypes.POINTER(ctypes.c_int64), ctypes.c_int32,
+                                           ctypes.POINTER(ctypes.c_double)]
+        lib.sol_dnnl_time_linear.restype = None
+        lib.sol_dnnl_time_linear.argtypes = [ctypes.POINTER(ctypes.c_int32), ctypes.c_int32, *[ctypes.c_int64] * 3,
+                                             ctypes.c_int32, ctypes.POINTER(ctypes.c_double)]
+        return lib
