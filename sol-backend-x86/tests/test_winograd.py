@@ -160,6 +160,8 @@ def test_heuristic_follows_the_measurements() -> None:
         assert winograd.heuristic((1, 7, 7, 512, 512, 1, 1, 1, 1), allowed) == winograd.DIRECT
         assert winograd.heuristic((1, 56, 56, 8, 64, 1, 1, 1, 1), allowed) == winograd.DIRECT
     assert not winograd.worth_timing((1, 12, 12, 16, 16, 1, 1, 1, 1))  # 9 tiles: microseconds either way
+    assert not winograd.worth_timing((1, 56, 56, 128, 32, 1, 1, 1, 1))  # thin: slower in models (MIN_CHANNELS)
+    assert winograd.worth_timing((1, 56, 56, 64, 64, 1, 1, 1, 1))
 
 
 def test_winograd_4x4_is_a_candidate_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -93,9 +93,15 @@ def candidates() -> frozenset[int]:
     return frozenset({DIRECT, WINOGRAD_2X2})
 
 
+#: fewer input or output channels: not a candidate. Timed alone, Winograd wins on many thin layers (DenseNet's
+#: 128 -> 32, SqueezeNet's 16-64 input channels), yet whole models ran slower with it: densenet121 0.83x,
+#: squeezenet1_1 0.92x against oneDNN only (paired rounds in one process; docs/x86.md).
+MIN_CHANNELS = 64
+
+
 def worth_timing(shape: tuple[int, ...]) -> bool:
     """Enough work that the transforms could pay off (smaller layers take microseconds either way)."""
-    return _tiles(shape, 4) >= 16 and min(shape[3], shape[4]) >= 16
+    return _tiles(shape, 4) >= 16 and min(shape[3], shape[4]) >= MIN_CHANNELS
 
 
 def heuristic(shape: tuple[int, ...], allowed: frozenset[int] = frozenset(NAMES)) -> int:

@@ -631,7 +631,7 @@ namespace {
 thread_local int32_t timed_algorithm;
 
 // One prepared call (and packed weights) per algorithm, timed on arbitrary data in interleaved rounds; seconds[i]
-// is the median, or -1 when algorithms[i] cannot run the shape (see sol_dnnl.h).
+// as sol_dnnl.h says, or -1 when algorithms[i] cannot run the shape.
 void time_algorithms(sol_dnnl_fill fill, const int32_t* algorithms, int32_t count, int64_t batch, int64_t x_floats,
                      int64_t w_floats, int64_t b_floats, int64_t y_floats, int32_t runs, double* seconds) {
   std::vector<float> x(x_floats, 0.5f), w(w_floats, 0.01f), bias(b_floats, 0.1f), y(y_floats);
@@ -652,15 +652,22 @@ void time_algorithms(sol_dnnl_fill fill, const int32_t* algorithms, int32_t coun
     packed[a].resize(sol_dnnl_packed_bytes(calls[a].get()) + 64);
     if (sol_dnnl_pack(calls[a].get(), w.data(), packed[a].data()) != 0) calls[a].reset();
   }
-  // Each timed call starts with caches holding other data, as inside a model whose weights stream through them:
-  // Winograd's larger weights and its scratch buffers cost it most there (resnet18's 14x14x256 layer runs
-  // 1.9x faster than oneDNN with warm caches, and slower with cold ones).
-  std::vector<char> evict(64 << 20);
+  // Each timed call starts as inside a model: its input just written by the layer before (in the cache), the
+  // weights and everything else evicted by the layers between two inferences. With everything warm, Winograd's
+  // larger weights would look free (resnet18's 14x14x256 layer: 1.9x faster than oneDNN warm, slower cold); with
+  // the input cold too, oneDNN's direct kernels, which read the input once per tap, looked slower than in a model
+  // (DenseNet's 56x56 128 -> 32 layer: 1.76-1.95 ms timed, 1.53-1.59 ms inside densenet121).
+  std::vector<char> evict(64 << 20, 1);
+  volatile char evicted = 0;  // keeps the eviction reads
   for (int32_t round = 0; round <= runs; ++round) {  // round 0 creates scratch buffers: not counted
     for (int32_t i = 0; i < count; ++i) {
       const int32_t a = (i + round) % count;  // rotated: no algorithm always runs first in a round
       if (!calls[a]) continue;
-      for (size_t at = 0; at < evict.size(); at += 64) evict[at] = static_cast<char>(round + a);
+      // read, not written: dirty lines would be written back to memory during the timed call
+      char sum = 0;
+      for (size_t at = 0; at < evict.size(); at += 64) sum = static_cast<char>(sum + evict[at]);
+      evicted = sum;
+      std::fill(x.begin(), x.end(), 0.5f);  // the producer's writes
       const auto start = std::chrono::steady_clock::now();
       if (sol_dnnl_execute(calls[a].get(), batch, x.data(), packed[a].data(), bias.data(), nullptr, y.data()) != 0) {
         calls[a].reset();
@@ -671,10 +678,24 @@ void time_algorithms(sol_dnnl_fill fill, const int32_t* algorithms, int32_t coun
       if (round > 0) times[a].push_back(took.count());
     }
   }
+  auto median = [](std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    return values[values.size() / 2];
+  };
+  // Against oneDNN (when timed), each algorithm's time is the median of its per-round ratios to oneDNN's, times
+  // oneDNN's median: the two calls of a round ran milliseconds apart, so a slow phase of a shared machine that
+  // spans several rounds cancels out of the ratio instead of tipping a close choice.
+  const int32_t direct = static_cast<int32_t>(std::find(algorithms, algorithms + count, SOL_DNNL_DIRECT) - algorithms);
+  const bool paired = direct < count && calls[direct] && static_cast<int32_t>(times[direct].size()) == runs;
   for (int32_t a = 0; a < count; ++a) {
     if (!calls[a] || times[a].empty()) continue;
-    std::sort(times[a].begin(), times[a].end());
-    seconds[a] = times[a][times[a].size() / 2];
+    if (!paired || a == direct || static_cast<int32_t>(times[a].size()) != runs) {
+      seconds[a] = median(times[a]);
+      continue;
+    }
+    std::vector<double> ratios(runs);
+    for (int32_t r = 0; r < runs; ++r) ratios[r] = times[a][r] / times[direct][r];
+    seconds[a] = median(ratios) * median(times[direct]);
   }
 }
 

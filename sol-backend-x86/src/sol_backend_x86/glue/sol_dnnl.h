@@ -100,10 +100,12 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
  * "winograd_2x2_3x3:sol:avx2" for SOL's own) */
 const char* sol_dnnl_impl(void* handle);
 
-/* Autotuning (called at compile time through ctypes): seconds[i] is the median time of one channels-last 2-D
- * convolution (bias, no post-ops) with algorithms[i], over `runs` calls on arbitrary data, or a negative value
- * when that algorithm cannot run it. The algorithms are timed in interleaved rounds, so that a burst of load on a
- * shared machine hits them all alike. shape: N, H, W, C, K, groups, kernel h, w, stride h, w, padding top, left,
+/* Autotuning (called at compile time through ctypes): seconds[i] is the time of one channels-last 2-D
+ * convolution (bias, no post-ops) with algorithms[i] over `runs` calls on arbitrary data (the median; against
+ * SOL_DNNL_DIRECT, when timed, the median per-round ratio to it times its median), or a negative value when that
+ * algorithm cannot run it. Each call starts with its input in the cache and everything else evicted, as in a
+ * model. The algorithms are timed in interleaved rounds, so that a burst of load on a shared machine hits them
+ * all alike. shape: N, H, W, C, K, groups, kernel h, w, stride h, w, padding top, left,
  * bottom, right. */
 enum { SOL_DNNL_SHAPE_DIMS = 14 };
 void sol_dnnl_time_conv(const int32_t* algorithms, int32_t count, const int64_t* shape, int32_t runs,
