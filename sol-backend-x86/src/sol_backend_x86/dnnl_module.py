@@ -17,6 +17,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import sol
 from sol.codegen import cexpr
 from sol.codegen.dnn import DnnCall, DnnCode, DnnModule
 from sol.codegen.layout import channels_last
@@ -56,8 +57,6 @@ class OneDnnModule(DnnModule):
         self.tuner = tuner  # times SOL's kernels against oneDNN per convolution (None: the heuristics decide)
 
     def key(self) -> str:
-        import sol
-
         # which kernel runs each call is part of the generated code, so what decides it is part of the cache key
         return (f"onednn {self.version}|{winograd.settings()}|{grouped.settings()}|{linear.settings()}"
                 f"|autotuning {int(sol.config['autotuning'])}")

@@ -22,6 +22,7 @@ import sol
 from sol.ir import Layer
 from sol.records import ConfigKey
 
+from . import tuning
 from .tuning import DIRECT, Tuner, post_ops_supported
 
 GROUPED_KEY = ConfigKey("x86::grouped", bool, True,
@@ -77,10 +78,10 @@ def choose(layer: Layer, post_ops: list[Layer], tuner: Tuner | None) -> bool:
 
 
 def worth_timing(shape: tuple[int, ...]) -> bool:
-    """At least 2 MFLOP: smaller layers take microseconds either way, and each timing costs ~0.2 s of compile."""
+    """Enough multiply-adds for a timing (tuning.worth_timing)."""
     n, h, w, c, k, groups, kh, kw, sh, sw, top, left, bottom, right = shape
     outputs = n * ((h + top + bottom - kh) // sh + 1) * ((w + left + right - kw) // sw + 1) * k
-    return outputs * (c // groups) * kh * kw >= 1 << 20
+    return tuning.worth_timing(outputs * (c // groups) * kh * kw)
 
 
 def heuristic(shape: tuple[int, ...]) -> bool:

@@ -17,7 +17,7 @@ import sol
 from sol.ir import Layer
 from sol.records import ConfigKey
 
-from .tuning import DIRECT, Tuner
+from .tuning import DIRECT, Tuner, worth_timing
 
 LINEAR_1X1_KEY = ConfigKey("x86::linear_1x1", bool, True,
                            "Run a Linear layer as oneDNN's 1x1 convolution where that is faster than its inner "
@@ -49,7 +49,7 @@ def choose(layer: Layer, tuner: Tuner | None) -> bool:
     if tuner is None or not sol.config["autotuning"]:
         return False
     shape = shape_of(layer)
-    if shape is None or shape[0] * shape[1] * shape[2] < 1 << 20:  # < 2 MFLOP: microseconds either way
+    if shape is None or not worth_timing(shape[0] * shape[1] * shape[2]):
         return False
     return tuner.fastest(shape, (DIRECT, LINEAR_1X1), kind="linear") == LINEAR_1X1
 

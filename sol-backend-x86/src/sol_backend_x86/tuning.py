@@ -31,6 +31,9 @@ DIRECT = 0
 #: an alternative must beat oneDNN by this factor in the timing to be chosen (ties go to oneDNN)
 MARGIN = 0.95
 RUNS = 7
+#: fewer multiply-adds than this (2 MFLOP) are not timed: such layers take microseconds with any kernel, and
+#: each timing costs ~0.2 s of compile
+MIN_TIMED_MULTIPLY_ADDS = 1 << 20
 #: the glue's algorithms by kind of timing, for the log (sol_dnnl.h)
 NAMES = {
     "conv": {DIRECT: "oneDNN", 1: "Winograd F(4x4,3x3)", 2: "Winograd F(2x2,3x3)", 3: "SOL grouped"},
@@ -38,6 +41,11 @@ NAMES = {
 }
 #: eltwise post-ops the epilogue of SOL's kernels computes (post_ops_for in sol_dnnl.cpp); binary ops all work
 _ACTIVATIONS = frozenset({"relu", "leaky_relu", "clamp"})
+
+
+def worth_timing(multiply_adds: int) -> bool:
+    """Whether a layer of this many multiply-adds is worth a timing (see MIN_TIMED_MULTIPLY_ADDS)."""
+    return multiply_adds >= MIN_TIMED_MULTIPLY_ADDS
 
 
 def post_ops_supported(post_ops: list[Layer]) -> bool:
@@ -49,7 +57,7 @@ class Tuner:
     """Times oneDNN against SOL's kernels on one shape at a time (see the module docstring)."""
 
     def __init__(self, cc: str, include_dir: Path, library: Path, toolchain: Callable[[], str]) -> None:
-        # toolchain: the flavour's toolchain_id, so the tuner links the same glue object as the models
+        # toolchain: the flavour's glue_toolchain, so the tuner links the same glue object as the models
         self.cc, self.include_dir, self.library, self.toolchain = cc, include_dir, library, toolchain
 
     def fastest(self, shape: tuple[int, ...], algorithms: tuple[int, ...], allowed: Iterable[int] | None = None,

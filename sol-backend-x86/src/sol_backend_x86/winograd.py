@@ -40,7 +40,6 @@ WINOGRAD_4X4_KEY = ConfigKey("x86::winograd_4x4", bool, False,
                              "networks drift further from exact results than eager PyTorch does.")
 
 
-
 def eligible(layer: Layer, post_ops: list[Layer]) -> bool:
     """Whether the Winograd kernel can compute this conv and its fused post-ops (shapes must be static)."""
     if layer.op != "conv" or layer.inputs[0].rank != 4 or layer.attrs.get("trained_params"):
