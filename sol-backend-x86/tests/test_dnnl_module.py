@@ -154,6 +154,45 @@ def test_linear_and_batched_matmul_with_post_ops() -> None:
     _check(g, compiled)
 
 
+@pytest.mark.parametrize("scale,heads", [(None, 4), (0.2, 1)])
+def test_big_unmasked_attention_runs_as_two_matmuls(scale: float | None, heads: int) -> None:
+    """q @ k^T (k read transposed in place) and p @ v are oneDNN calls; the softmax and the scale on q are DFP."""
+    g = Graph("attention")
+    shape = [Dim(BATCH, Purpose.N), Dim(heads, Purpose.C), Dim(160, Purpose.S), Dim(48, Purpose.C)]
+    q, k, v = (g.add_input(n, shape) for n in "qkv")
+    (y,) = g.add_layer("attention", [q, k, v], {"scale": scale, "is_causal": False}, name="attn")
+    g.outputs = [y]
+    compiled = _compile(g)
+    assert _library_titles(compiled) == ["DNN attn.scores (matmul)", "DNN attn (matmul)"]
+    _check(g, compiled, batches=(1, 2))
+
+
+@pytest.mark.parametrize("dnn", [True, False])
+def test_matmul_reading_b_transposed(dnn: bool) -> None:
+    g = Graph("transposed")
+    a = g.add_input("a", [Dim(BATCH, Purpose.N), Dim(3, Purpose.C), Dim(5, Purpose.S), Dim(12, Purpose.C)])
+    b = g.add_input("b", [Dim(BATCH, Purpose.N), Dim(3, Purpose.C), Dim(7, Purpose.S), Dim(12, Purpose.C)])
+    (y,) = g.add_layer("matmul", [a, b], {"transpose_b": True}, name="scores")
+    g.outputs = [y]
+    compiled = _compile(g, dnn)
+    assert _library_titles(compiled) == (["DNN scores (matmul)"] if dnn else [])
+    _check(g, compiled)
+
+
+def test_small_or_masked_attention_stays_one_fused_loop() -> None:
+    g = Graph("attention_small")
+    small = [Dim(BATCH, Purpose.N), Dim(2, Purpose.C), Dim(16, Purpose.S), Dim(8, Purpose.C)]
+    q, k, v = (g.add_input(n, small) for n in "qkv")
+    (y,) = g.add_layer("attention", [q, k, v], {"scale": None, "is_causal": False}, name="small")
+    big = [Dim(BATCH, Purpose.N), Dim(4, Purpose.C), Dim(160, Purpose.S), Dim(48, Purpose.C)]
+    bq, bk = (g.add_input(n, big) for n in ("bq", "bk"))
+    (z,) = g.add_layer("attention", [bq, bk, bk], {"scale": None, "is_causal": True}, name="causal")
+    g.outputs = [y, z]
+    compiled = _compile(g)
+    assert _library_titles(compiled) == []
+    _check(g, compiled, batches=(1,))
+
+
 def test_channels_last_flows_through_dfp_clusters_without_reorders() -> None:
     """conv -> maxpool -> concat -> conv: everything between the calls stays channels-last."""
     g = Graph("layouts")

@@ -120,6 +120,8 @@ def _dense_graph() -> CaseGraph:
     cg.case("matmul_2d_weight", "matmul", [seq, m2])
     bm = cg.input("bm", (0, 8, 4))
     cg.case("bmm", "matmul", [seq, bm])
+    bt = cg.input("bt", (0, 3, 8))  # read transposed: the lowered attention's q @ k^T
+    cg.case("bmm_transpose_b", "matmul", [seq, bt], {"transpose_b": True})
     bcast = cg.param("bcast", RNG.standard_normal((1, 8, 2)).astype(np.float32))
     cg.case("matmul_bcast", "matmul", [seq, bcast])
     vec = cg.param("vec", RNG.standard_normal(8).astype(np.float32))

@@ -76,6 +76,8 @@ def test_linear_and_matmul() -> None:
     check("linear", [rand(4, 8), rand(5, 8)], {}, F.linear, rtol=1e-4)
     check("matmul", [rand(2, 3, 4, 5), rand(3, 5, 6)], {}, torch.matmul, rtol=1e-4)
     check("matmul", [rand(4, 5), rand(5)], {}, torch.matmul, rtol=1e-4)
+    check("matmul", [rand(2, 3, 4, 5), rand(3, 6, 5)], {"transpose_b": True},
+          lambda a, b: torch.matmul(a, b.transpose(-1, -2)), rtol=1e-4)
 
 
 UNARY: list[tuple[str, dict[str, Any], Callable[[Any], Any]]] = [

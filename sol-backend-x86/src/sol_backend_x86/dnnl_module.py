@@ -23,7 +23,7 @@ from sol.codegen.dnn import DnnCall, DnnCode, DnnModule
 from sol.codegen.layout import channels_last
 from sol.ir import Layer, Size, Tensor
 
-from . import grouped, linear, winograd
+from . import attention, grouped, linear, winograd
 from .tuning import DIRECT, Tuner
 
 if TYPE_CHECKING:  # the kernels package registers every op (slow to import): only the generator needs it
@@ -59,7 +59,7 @@ class OneDnnModule(DnnModule):
     def key(self) -> str:
         # which kernel runs each call is part of the generated code, so what decides it is part of the cache key
         return (f"onednn {self.version}|{winograd.settings()}|{grouped.settings()}|{linear.settings()}"
-                f"|autotuning {int(sol.config['autotuning'])}")
+                f"|attention {attention.MIN_MULTIPLY_ADDS}|autotuning {int(sol.config['autotuning'])}")
 
     # -- planning ---------------------------------------------------------
     def accepts(self, layer: Layer) -> bool:
@@ -87,6 +87,9 @@ class OneDnnModule(DnnModule):
             a, b = layer.inputs
             return 2 <= a.rank <= MAX_DIMS and 2 <= b.rank <= MAX_DIMS
         return False
+
+    def lowers(self, layer: Layer) -> bool:
+        return attention.lowers(layer)
 
     def static_inputs(self, layer: Layer) -> Sequence[int]:
         if layer.op == "linear" and layer.attrs.get("trained_params"):
@@ -216,8 +219,12 @@ class OneDnnModule(DnnModule):
         else:
             rank = out.rank
             a, b = (_padded(t.shape, rank) for t in anchor.inputs)
+            b_order = tuple(range(rank))
+            if anchor.attrs.get("transpose_b"):  # b's last two dims swapped: described with swapped strides
+                b = (*b[:-2], b[-1], b[-2])
+                b_order = (*b_order[:-2], rank - 1, rank - 2)
             lines += _tensor("d->src", a, tuple(range(rank)))
-            lines += _tensor("d->weights", b, tuple(range(rank)))
+            lines += _tensor("d->weights", b, b_order)
             lines += _tensor("d->dst", out.shape, tuple(range(rank)))
         count = 0
         for layer, value in _post_values(call):

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from ..ir import Graph, Layer, Tensor
 from .dnn import DnnCall, DnnModule
 from .layout import Layouts, plan_layouts
+from .lowering import lower_layers
 
 ALIAS_OPS = frozenset({"reshape"})
 
@@ -183,6 +184,7 @@ def _grow_post_ops(current: Cluster, dnn: DnnModule, later: Sequence[Layer], ava
 
 def plan_programs(graph: Graph, dnn: DnnModule | None = None) -> Programs:
     prepare_layers, main_layers, outputs = split_programs(graph)
+    main_layers = lower_layers(main_layers, dnn, graph)
     base = {id(t) for t in graph.params.values()}
     derived = base | {id(t) for layer in prepare_layers for t in layer.outputs}
     # inputs that arrive in another layout (a backward's saved activations), and outputs whose layout is free

@@ -80,6 +80,10 @@ class DnnModule(abc.ABC):
         """The memory order the library writes best (None: plain)."""
         return None
 
+    def lowers(self, layer: Layer) -> bool:
+        """Whether ``layer`` runs as its decomposition (`sol.codegen.lowering`) so the library takes its parts."""
+        return False
+
     def static_inputs(self, layer: Layer) -> Sequence[int]:
         """Inputs that are parameters the library packs once in prepare (their pointers are needed there)."""
         return ()

@@ -156,7 +156,8 @@ def matmul(layer: Layer, kc: KernelContext) -> list[Node]:
     has_m, has_p = a.rank >= 2, b.rank >= 2
     m = a.shape[-2] if has_m else 1
     kk = a.shape[-1]
-    p = cexpr.static(b.shape[-1] if has_p else 1, f"matmul columns of {layer.name!r}")
+    transpose_b = bool(layer.attrs.get("transpose_b"))
+    p = cexpr.static(b.shape[-2 if transpose_b else -1] if has_p else 1, f"matmul columns of {layer.name!r}")
     batch_rank = out.rank - int(has_m) - int(has_p)
     out_batch = out.shape[:batch_rank]
     bvars = index_vars("b", batch_rank)
@@ -165,13 +166,15 @@ def matmul(layer: Layer, kc: KernelContext) -> list[Node]:
     a_off = cexpr.linear([*cexpr.broadcast_index(bvars, out_batch, a_batch), "i", "0"], (*a_batch, m, kk))
     b_off = cexpr.linear([*cexpr.broadcast_index(bvars, out_batch, b_batch), "0", "0"], (*b_batch, kk, p))
     k = cexpr.size(kk)
+    # b[k][j], or b[j][k] where b is read transposed (a fallback: the library takes these in practice)
+    b_kj = f"{kc.ptr(b)}[bo + j * {k} + k]" if transpose_b else f"{kc.ptr(b)}[bo + k * {p} + j]"
     index = (*bvars, *(["i"] if has_m else []), *(["j"] if has_p else []))
     row: list[Node] = [
         *_row_buffer(t, p, "0"),
         Stmt(f"const int64_t ao = {a_off}, bo = {b_off};"),
         Loop("k", k, [
             Stmt(f"const {t} av = {kc.ptr(a)}[ao + k];"),
-            Loop("j", str(p), [Stmt(f"acc[j] += av * {kc.ptr(b)}[bo + k * {p} + j];")], vector=True),
+            Loop("j", str(p), [Stmt(f"acc[j] += av * {b_kj};")], vector=True),
         ]),
         Loop("j", str(p), [Emit("acc[j]", index)], vector=True),
     ]

@@ -131,13 +131,21 @@ class Linear:
 
 @op("matmul", module="DNN")
 class MatMul:
-    """numpy matmul with broadcasting of the batch dims (covers bmm, mm, mv): inputs (a, b)."""
+    """numpy matmul with broadcasting of the batch dims (covers bmm, mm, mv): inputs (a, b).
+
+    attrs: transpose_b (bool, default False) multiplies by b with its last two dims swapped, read where it
+    lies (attention's q @ k^T, as lowered for a library in sol.codegen.lowering).
+    """
 
     @staticmethod
     def infer(inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
         a, b = inputs
         if a.rank == 0 or b.rank == 0:
             raise SolUnsupportedError("matmul of a 0-d tensor; use mul")
+        if attrs.get("transpose_b"):
+            if b.rank < 2:
+                raise SolUnsupportedError("matmul with transpose_b needs a matrix b (rank >= 2)")
+            b = TensorType(b.dims[:-2] + (b.dims[-1], b.dims[-2]), b.dtype)
         dtype = result_dtype(inputs)
         if a.rank == 1 and b.rank == 1:
             return [TensorType((), dtype)]
@@ -151,5 +159,7 @@ class MatMul:
     @staticmethod
     def reference(inputs: Sequence[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
         a, b = inputs
+        if attrs.get("transpose_b"):
+            b = np.swapaxes(b, -1, -2)
         dtype = np.result_type(a.dtype, b.dtype)
         return [np.asarray(np.matmul(a, b), dtype=dtype)]
