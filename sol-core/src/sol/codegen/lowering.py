@@ -1,4 +1,4 @@
-"""Planning, part 0: layers a backend's library runs faster in pieces.
+"""Planning, the step before the layouts (part 0): layers a backend's library runs faster in pieces.
 
 Some layers have a fused DFP kernel and also an exact decomposition into
 layers a DNN module accepts. The module decides per layer
@@ -6,11 +6,13 @@ layers a DNN module accepts. The module decides per layer
 clustering gives its heavy parts to the library like any other layer.
 
 Attention without a mask, ``softmax(q @ k^T * scale) @ v``, becomes two
-batched matmuls around a softmax (k read transposed in place, the scale on q). SOL's fused attention loop keeps
-each query row's scores in registers and caches, but it is no GEMM: on two
-AVX2 cores it ran ViT-B/16's attention at ~40 GFLOP/s, where oneDNN's
-batched GEMMs run both products at 130-150 GFLOP/s. The scores it
-materialises (heads x L x S floats, 1.9 MB for ViT-B/16) stay in cache.
+batched matmuls around a softmax; k is read transposed where it lies
+(``matmul`` with ``transpose_b``) and the scale multiplies q. SOL's fused
+attention loop keeps each query row's scores in registers, but it is no
+GEMM: on two AVX2 cores it ran ViT-B/16's attention at ~40 GFLOP/s, where
+oneDNN's batched GEMMs run both products at 130-150 GFLOP/s. The scores the
+decomposition materialises (heads x L x S floats, 1.9 MB for ViT-B/16) stay
+in cache.
 """
 
 from __future__ import annotations
