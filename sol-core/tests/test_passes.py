@@ -13,6 +13,7 @@ from sol.passes import (
     fold_constants,
     fuse_channel_shuffle,
     merge_relu_maxpool,
+    permute_as_reshape,
     pool_before_pointwise_conv,
     remove_dead_layers,
     remove_identity,
@@ -232,6 +233,28 @@ def test_other_permutations_stay_as_they_are() -> None:
     g = _shuffle_graph((0, 1, 2, 4, 3), batch=2)
     fuse_channel_shuffle(g)
     assert ops(g) == ["relu", "reshape", "permute", "reshape"]
+
+
+def test_permute_of_size_one_dims_becomes_a_reshape() -> None:
+    g = Graph()
+    x = g.add_input("x", [Dim(1, Purpose.N), Dim(5, Purpose.S), Dim(4, Purpose.C)])
+    (a,) = g.add_layer("permute", [x], {"perm": (1, 0, 2)})  # [1, L, E] -> [L, 1, E]: no byte moves
+    (b,) = g.add_layer("permute", [a], {"perm": (2, 1, 0)})  # [L, 1, E] -> [E, 1, L]: a real transpose
+    g.outputs = [b]
+    before = copy.deepcopy(g)
+    permute_as_reshape(g)
+    assert ops(g) == ["reshape", "permute"]
+    assert g.layers[0].attrs == {"shape": (5, 1, 4)}
+    assert_same(before, g, [rand(1, 5, 4)])
+
+
+def test_permute_moving_a_wildcard_batch_stays() -> None:
+    g = Graph()
+    x = g.add_input("x", [Dim(BATCH, Purpose.N), Dim(5, Purpose.S), Dim(4, Purpose.C)])
+    (a,) = g.add_layer("permute", [x], {"perm": (1, 0, 2)})
+    g.outputs = [a]
+    permute_as_reshape(g)
+    assert ops(g) == ["permute"]
 
 
 def test_pipeline_with_wildcard_batch() -> None:

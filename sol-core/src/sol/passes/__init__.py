@@ -8,6 +8,7 @@ from .channel_shuffle import fuse_channel_shuffle
 from .constant_folding import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dead_layers import remove_dead_layers
+from .permute_as_reshape import permute_as_reshape
 from .pool_before_pointwise_conv import pool_before_pointwise_conv
 from .relu_maxpool import merge_relu_maxpool
 from .remove_identity import remove_identity
@@ -20,6 +21,7 @@ INFERENCE_PASSES = (
     fold_constants,
     fold_batch_norm,
     fuse_channel_shuffle,
+    permute_as_reshape,
     merge_relu_maxpool,
     pool_before_pointwise_conv,
     eliminate_common_subexpressions,
@@ -34,6 +36,6 @@ def run_inference_passes(graph: Graph) -> Graph:
 
 
 __all__ = [
-    "INFERENCE_PASSES", "eliminate_common_subexpressions", "fold_batch_norm", "fold_constants", "fuse_channel_shuffle", "merge_relu_maxpool", "pool_before_pointwise_conv",
+    "INFERENCE_PASSES", "eliminate_common_subexpressions", "fold_batch_norm", "fold_constants", "fuse_channel_shuffle", "merge_relu_maxpool", "permute_as_reshape", "pool_before_pointwise_conv",
     "remove_dead_layers", "remove_identity", "run_inference_passes",
 ]
