@@ -11,8 +11,7 @@ enough; small attention stays one fused loop (no extra calls or buffers).
 
 from __future__ import annotations
 
-from sol.ir import Layer
-from sol.ir.graph import is_static
+from sol.ir import Layer, is_static
 
 #: q @ k^T multiply-adds (per batch item) from which the matmuls win
 MIN_MULTIPLY_ADDS = 1 << 20

@@ -5,8 +5,9 @@ convolution (linear.py) each time their candidates on the layer's shape with
 `Tuner.fastest`; the glue runs them in interleaved rounds, each call with its
 input warm and everything else evicted (as inside a model), compares each with
 oneDNN round by round, and the timings are cached per shape, machine and glue
-source. An alternative to oneDNN must beat it by MARGIN. Their epilogue (glue/sol_kernels.h) is shared,
-and so is the test of which fused post-ops it computes.
+source. An alternative to oneDNN must beat it by MARGIN. Their epilogue
+(glue/sol_kernels.h) is shared, and so is the test of which fused post-ops it
+computes.
 """
 
 from __future__ import annotations

@@ -18,11 +18,10 @@ in cache.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
-from ..ir import Graph, Layer, Tensor, TensorType
+from ..ir import Graph, Layer
 from .dnn import DnnModule
 
 
@@ -45,37 +44,22 @@ def attention_as_matmuls(layer: Layer, graph: Graph) -> list[Layer]:
     if len(layer.inputs) != 3 or layer.attrs.get("is_causal", False):
         raise ValueError(f"attention {layer.name!r} has a mask: only unmasked attention is lowered")
     q, k, v = layer.inputs
-    e = q.shape[-1]
     scale = layer.attrs.get("scale")
-    scale = 1.0 / float(np.sqrt(e)) if scale is None else float(scale)
-    build = _Builder(graph, layer.name)
+    scale = 1.0 / float(np.sqrt(q.shape[-1])) if scale is None else float(scale)
+    # Graph.add_layer names the tensors and infers their shapes; the layers are taken back out of the graph
+    # (the decomposition lives only in this compile's main program)
+    count = len(graph.layers)
     # the scale goes onto q (L x E, fused into the loop that writes q) rather than onto the L x S scores
     factor = graph.add_const(f"{layer.name}_scale", np.array(scale, dtype=np.dtype(q.dtype)))
-    scaled = build("mul", [q, factor], {}, "scaled_q")
-    scores = build("matmul", [scaled, k], {"transpose_b": True}, "scores")  # k read transposed where it lies
-    weights = build("softmax", [scores], {"axis": scores.rank - 1}, "weights")
-    build("matmul", [weights, v], {}, "", out=layer.outputs[0])
-    return build.layers
-
-
-class _Builder:
-    """Layers of one decomposition; outputs come from the ops' shape rules, names from the lowered layer's."""
-
-    def __init__(self, graph: Graph, name: str) -> None:
-        self.graph, self.name = graph, name
-        self.layers: list[Layer] = []
-
-    def __call__(self, op: str, inputs: Sequence[Tensor], attrs: dict[str, Any], part: str,
-                 out: Tensor | None = None) -> Tensor:
-        from ..ir.registry import get_op  # lazy, as in Graph.add_layer
-
-        (kind,) = get_op(op, layer_name=self.name).infer([TensorType.of(t) for t in inputs], attrs)
-        if out is None:
-            out = Tensor(self.graph.unique_name(f"{self.name}_{part}"), kind.dims, kind.dtype)
-        elif out.shape != kind.shape:
-            raise AssertionError(f"lowering {self.name!r}: {op} gives {kind.shape}, the layer had {out.shape}")
-        self.layers.append(Layer(op, list(inputs), [out], attrs, f"{self.name}.{part}" if part else self.name))
-        return out
+    (scaled,) = graph.add_layer("mul", [q, factor], name=f"{layer.name}.scaled_q")
+    (scores,) = graph.add_layer("matmul", [scaled, k], {"transpose_b": True},  # k read transposed where it lies
+                                name=f"{layer.name}.scores")
+    (weights,) = graph.add_layer("softmax", [scores], {"axis": scores.rank - 1}, name=f"{layer.name}.weights")
+    graph.add_layer("matmul", [weights, v], name=layer.name)
+    created = graph.layers[count:]
+    del graph.layers[count:]
+    created[-1].outputs = list(layer.outputs)  # the attention's consumers read the last product
+    return created
 
 
 #: op -> its decomposition into library-friendly layers (the DNN module chooses when to use it)
