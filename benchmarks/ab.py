@@ -1,0 +1,109 @@
+"""SOL against SOL: one setting on against off, measured in paired rounds in one process.
+
+    python benchmarks/ab.py --key x86::winograd --models resnet18,googlenet [--rounds 20] [--calls 5]
+    python benchmarks/ab.py --key autotuning --models mobilenet_v2 --json ab.json
+
+A change that makes SOL a few percent faster is smaller than the run-to-run
+noise of a shared or virtualized machine (the rows of `bench.py` move by
+10-30% between runs here). So this compiles the model twice, with the
+boolean `sol.config` key set to True and to False, and then runs the two
+alternately: each round times `--calls` calls of each (median), the order
+flipping every round, and the result is the median of the per-round ratios
+off/on with its interquartile range. A slow phase of the machine that spans a
+round hits both alike and cancels out of that round's ratio.
+
+Printed per model: both medians, the speed-up of "on" over "off" (> 1: the
+setting makes SOL faster) with its IQR, and the largest difference between the
+two outputs (both are also checked against eager PyTorch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+
+import sol.pytorch as sol
+import torch
+from sol_frontend_torch.zoo import MODELS, build
+
+
+def median_seconds(fn: Callable[[], object], calls: int) -> float:
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def compare(name: str, key: str, rounds: int, calls: int, batch: int) -> dict[str, object]:
+    """One model compiled with ``key`` on and off, timed in paired rounds (see the module docstring)."""
+    model, example = build(name)
+    x = torch.randn((batch, *example.shape[1:]))
+    previous = sol.config[key]
+    try:
+        sol.config[key] = True
+        on = sol.optimize(model, x)
+        sol.config[key] = False
+        off = sol.optimize(model, x)
+    finally:
+        sol.config[key] = previous
+    with torch.no_grad():
+        reference, y_on, y_off = model(x), on(x), off(x)
+        for _ in range(3):  # warm-up: first-call allocations, thread start-up
+            on(x), off(x)
+        seconds: dict[str, list[float]] = {"on": [], "off": []}
+        for r in range(rounds):
+            order = (("on", on), ("off", off)) if r % 2 == 0 else (("off", off), ("on", on))
+            for label, compiled in order:
+                seconds[label].append(median_seconds(lambda m=compiled: m(x), calls))
+    ratios = [b / a for a, b in zip(seconds["on"], seconds["off"], strict=True)]
+    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    return {
+        "model": name, "key": key, "batch": batch, "rounds": rounds, "calls": calls,
+        "on_ms": statistics.median(seconds["on"]) * 1e3, "off_ms": statistics.median(seconds["off"]) * 1e3,
+        "speedup": statistics.median(ratios), "iqr": [quartiles[0], quartiles[2]],
+        "max_diff_on_off": float((y_on - y_off).abs().max()),
+        "max_error_vs_eager": {"on": float((y_on - reference).abs().max()),
+                               "off": float((y_off - reference).abs().max())},
+        "seconds": seconds,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--key", required=True, help="a boolean sol.config key, e.g. x86::winograd")
+    parser.add_argument("--models", default="resnet18", help=f"comma-separated, of: {', '.join(sorted(MODELS))}")
+    parser.add_argument("--rounds", type=int, default=20, help="paired rounds (median of the per-round ratios)")
+    parser.add_argument("--calls", type=int, default=5, help="timed calls per model per round (their median)")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--json", default=None, help="write every measurement to this file")
+    args = parser.parse_args()
+
+    if args.key not in sol.config or not isinstance(sol.config[args.key], bool):
+        parser.error(f"--key {args.key!r} is not a boolean sol.config key")
+    names = [m for m in args.models.split(",") if m]
+    if unknown := [m for m in names if m not in MODELS]:
+        parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(sorted(MODELS))}")
+    if args.rounds < 1 or args.calls < 1:
+        parser.error("--rounds and --calls must be at least 1")
+    torch.set_flush_denormal(True)  # as in bench.py: denormals flushed, set before any thread starts
+
+    results = []
+    for name in names:
+        result = compare(name, args.key, args.rounds, args.calls, args.batch)
+        results.append(result)
+        low, high = result["iqr"]
+        print(f"{name} b{args.batch}: {args.key} on {result['on_ms']:.2f} ms, off {result['off_ms']:.2f} ms; "
+              f"on is {result['speedup']:.3f}x as fast (IQR {low:.3f}..{high:.3f}, {args.rounds} rounds); "
+              f"max |on - off| {result['max_diff_on_off']:.1e}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
