@@ -4,8 +4,8 @@
     python benchmarks/ab.py --key autotuning --models mobilenet_v2 --json ab.json
 
 A change that makes SOL a few percent faster is smaller than the run-to-run
-noise of a shared or virtualized machine (the rows of `bench.py` move by
-10-30% between runs here). So this compiles the model twice, with the
+noise of a shared or virtualized machine (rows of `bench.py` have moved by
+10-30% between two runs on this project's 2-core VMs). So this compiles the model twice, with the
 boolean `sol.config` key set to True and to False, and then runs the two
 alternately: each round times `--calls` calls of each (median), the order
 flipping every round, and the result is the median of the per-round ratios
