@@ -78,6 +78,8 @@ def _check(g: Graph, compiled, batches: tuple[int, ...]) -> None:  # type: ignor
     (13, 24, 11, 0, (2,)),     # input channels not a multiple of 8, 16+8 output blocks, partial edge tiles
     (8, 8, 9, 2, (1,)),        # padding wider than the kernel's reach: whole zero tiles at the border
     (32, 64, 40, 1, (4,)),     # 400 tiles: more than one chunk of the tile loop
+    (24, 72, 10, 1, (1,)),     # AVX-512: a 64-wide block and an 8-wide one (masked)
+    (16, 40, 12, 1, (2,)),     # AVX-512: one block of 16 + 16 + 8 (the last masked)
 ])
 @pytest.mark.usefixtures("always_winograd")
 def test_winograd_conv_matches_reference(cin: int, cout: int, size: int, padding: int,

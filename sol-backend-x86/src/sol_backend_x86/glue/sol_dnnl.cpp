@@ -421,6 +421,14 @@ bool avx2_supported() {
 #endif
 }
 
+bool avx512_supported() {
+#if SOL_HAVE_AVX2
+  return avx2_supported() && __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
+
 bool post_ops_for(const sol_dnnl_desc& d, std::vector<PostOp>* out) {
   const int32_t channels_last[] = {0, 2, 3, 1};
   for (int i = 0; i < d.npost; ++i) {

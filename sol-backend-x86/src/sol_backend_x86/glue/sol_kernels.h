@@ -26,6 +26,8 @@ bool post_ops_for(const sol_dnnl_desc& d, std::vector<PostOp>* out);
 
 /* Whether this CPU runs the kernels (AVX2 + FMA). */
 bool avx2_supported();
+/* Whether it also has AVX-512F: the Winograd GEMM then runs on 16-float registers (twice the FMA width). */
+bool avx512_supported();
 
 /* A forward convolution with static weights run by SOL's own code instead of a oneDNN primitive. */
 struct Kernel {
@@ -45,6 +47,7 @@ struct Kernel {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define SOL_AVX2 __attribute__((target("avx2,fma")))
+#define SOL_AVX512 __attribute__((target("avx512f,avx2,fma")))
 #define SOL_HAVE_AVX2 1
 // fixed-size loops over registers: GCC -O2 keeps them rolled and spills the accumulators to the stack
 #define SOL_UNROLL _Pragma("GCC unroll 16")

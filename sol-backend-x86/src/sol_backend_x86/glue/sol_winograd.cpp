@@ -16,8 +16,9 @@ template <int T>
 struct Tile {
   static constexpr int kTile = T, kPatch = T + 2, kPoints = (T + 2) * (T + 2);
 };
-constexpr int kRows = 6;     // GEMM micro-kernel: 6 tiles x 16 output channels in 12 accumulators
-constexpr int kCols = 16;
+constexpr int kRows = 6;  // GEMM micro-kernels: 6 tiles by 16 output channels (AVX2: 12 accumulators) or
+constexpr int kCols = 16;  // by 64 (AVX-512: 24 of its 32 registers), so U's slice is read once per 6 tiles
+constexpr int kWideCols = 64;
 
 // Per-thread scratch of the calling thread: the transformed input and the GEMM results of one chunk.
 thread_local std::vector<float> scratch_v, scratch_m;
@@ -187,6 +188,69 @@ SOL_AVX2 void gemm_rows(int rows, const float* v, int64_t v_stride, const float*
   }
 }
 
+// The AVX-512 micro-kernel: M[rows x 16*BLOCKS] = V[rows x C] * U[C x 16*BLOCKS], the last block of 16 columns
+// masked to `last` (K need only be a multiple of 8). On cores with 512-bit FMA units it does twice the work of
+// gemm_tile per instruction, and the GEMMs are most of a Winograd convolution's time.
+template <int ROWS, int BLOCKS>
+SOL_AVX512 void gemm_tile_wide(const float* v, int64_t v_stride, const float* u, int64_t u_stride, int64_t C,
+                               float* m, int64_t m_stride, __mmask16 last) {
+  __m512 acc[ROWS][BLOCKS];
+  SOL_UNROLL
+  for (int r = 0; r < ROWS; ++r)
+    SOL_UNROLL
+    for (int b = 0; b < BLOCKS; ++b) acc[r][b] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < C; ++c) {
+    __m512 w[BLOCKS];
+    SOL_UNROLL
+    for (int b = 0; b < BLOCKS - 1; ++b) w[b] = _mm512_loadu_ps(u + c * u_stride + 16 * b);
+    w[BLOCKS - 1] = _mm512_maskz_loadu_ps(last, u + c * u_stride + 16 * (BLOCKS - 1));
+    SOL_UNROLL
+    for (int r = 0; r < ROWS; ++r) {
+      const __m512 a = _mm512_set1_ps(v[r * v_stride + c]);
+      SOL_UNROLL
+      for (int b = 0; b < BLOCKS; ++b) acc[r][b] = _mm512_fmadd_ps(a, w[b], acc[r][b]);
+    }
+  }
+  SOL_UNROLL
+  for (int r = 0; r < ROWS; ++r) {
+    SOL_UNROLL
+    for (int b = 0; b < BLOCKS - 1; ++b) _mm512_storeu_ps(m + r * m_stride + 16 * b, acc[r][b]);
+    _mm512_mask_storeu_ps(m + r * m_stride + 16 * (BLOCKS - 1), last, acc[r][BLOCKS - 1]);
+  }
+}
+
+template <int BLOCKS>
+SOL_AVX512 void gemm_rows_wide(int rows, const float* v, int64_t v_stride, const float* u, int64_t u_stride,
+                               int64_t C, float* m, int64_t m_stride, __mmask16 last) {
+  switch (rows) {
+    case 6: gemm_tile_wide<6, BLOCKS>(v, v_stride, u, u_stride, C, m, m_stride, last); break;
+    case 5: gemm_tile_wide<5, BLOCKS>(v, v_stride, u, u_stride, C, m, m_stride, last); break;
+    case 4: gemm_tile_wide<4, BLOCKS>(v, v_stride, u, u_stride, C, m, m_stride, last); break;
+    case 3: gemm_tile_wide<3, BLOCKS>(v, v_stride, u, u_stride, C, m, m_stride, last); break;
+    case 2: gemm_tile_wide<2, BLOCKS>(v, v_stride, u, u_stride, C, m, m_stride, last); break;
+    default: gemm_tile_wide<1, BLOCKS>(v, v_stride, u, u_stride, C, m, m_stride, last); break;
+  }
+}
+
+// `rows` tiles by `width` (at most kWideCols, a multiple of 8) output channels on AVX-512.
+SOL_AVX512 void gemm_wide(int rows, int64_t width, const float* v, int64_t v_stride, const float* u,
+                          int64_t u_stride, int64_t C, float* m, int64_t m_stride) {
+  const __mmask16 last = width % 16 == 0 ? __mmask16(0xFFFF) : __mmask16((1u << (width % 16)) - 1);
+  switch ((width + 15) / 16) {
+    case 4: gemm_rows_wide<4>(rows, v, v_stride, u, u_stride, C, m, m_stride, last); break;
+    case 3: gemm_rows_wide<3>(rows, v, v_stride, u, u_stride, C, m, m_stride, last); break;
+    case 2: gemm_rows_wide<2>(rows, v, v_stride, u, u_stride, C, m, m_stride, last); break;
+    default: gemm_rows_wide<1>(rows, v, v_stride, u, u_stride, C, m, m_stride, last); break;
+  }
+}
+
+// `rows` tiles by `width` (16 or 8) output channels on AVX2.
+SOL_AVX2 void gemm_narrow(int rows, int64_t width, const float* v, int64_t v_stride, const float* u,
+                          int64_t u_stride, int64_t C, float* m, int64_t m_stride) {
+  if (width == kCols) gemm_rows<2>(rows, v, v_stride, u, u_stride, C, m, m_stride);
+  else gemm_rows<1>(rows, v, v_stride, u, u_stride, C, m, m_stride);
+}
+
 // Tile `t` (global), row `row` of the chunk: M -> T x T outputs for every output channel, into y.
 template <int T>
 SOL_AVX2 void output_tile(const Geometry& g, const Conv& conv, const float* M, int64_t t, int64_t row,
@@ -232,29 +296,32 @@ void run_tiles(const Conv& conv, int64_t N, int64_t H, int64_t W, const float* x
   float* V = grow(scratch_v, static_cast<size_t>(kPoints * chunk * C));
   float* M = grow(scratch_m, static_cast<size_t>(kPoints * chunk * K));
   const float* b = conv.has_bias ? bias : nullptr;
-  const int64_t blocks16 = K / kCols, tail8 = K % kCols != 0;  // K is a multiple of 8 (see the eligibility check)
+  // K is a multiple of 8 (see the eligibility check): the last column block may be narrower
+  const bool wide = sol_kernels::avx512_supported();
+  const int64_t cols = wide ? kWideCols : kCols, col_tasks = (K + cols - 1) / cols;
   const int64_t row_groups = (chunk + kRows - 1) / kRows;
 #pragma omp parallel
   for (int64_t first = 0; first < g.tiles; first += chunk) {
     const int64_t count = std::min(chunk, g.tiles - first);
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < count; ++r) input_tile<T>(g, conv, x, first + r, r, chunk, V);
-    // one task: a transform point, a block of 16 (or the last 8) output channels, a group of rows; the rows go
-    // innermost so a task's slice of U stays in L1 while it walks its V rows
-    const int64_t col_tasks = blocks16 + tail8, groups = std::min<int64_t>(row_groups, (count + kRows - 1) / kRows);
+    // one task: a transform point, a block of output channels, a group of rows; the rows go innermost so a
+    // task's slice of U stays in L1 while it walks its V rows
+    const int64_t groups = std::min<int64_t>(row_groups, (count + kRows - 1) / kRows);
     const int64_t row_split = std::max<int64_t>(1, std::min<int64_t>(groups, 4));  // row groups per task set
 #pragma omp for collapse(3) schedule(dynamic, 1)
     for (int64_t p = 0; p < kPoints; ++p) {
       for (int64_t cb = 0; cb < col_tasks; ++cb) {
         for (int64_t part = 0; part < row_split; ++part) {
-          const float* u = packed + p * C * K + cb * kCols;
+          const float* u = packed + p * C * K + cb * cols;
           const float* v = V + p * chunk * C;
-          float* m = M + p * chunk * K + cb * kCols;
+          float* m = M + p * chunk * K + cb * cols;
+          const int64_t width = std::min(cols, K - cb * cols);
           const int64_t lo = part * groups / row_split * kRows, hi = std::min(count, (part + 1) * groups / row_split * kRows);
           for (int64_t r = lo; r < hi; r += kRows) {
             const int rows = static_cast<int>(std::min<int64_t>(kRows, hi - r));
-            if (cb < blocks16) gemm_rows<2>(rows, v + r * C, C, u, K, C, m + r * K, K);
-            else gemm_rows<1>(rows, v + r * C, C, u, K, C, m + r * K, K);
+            if (wide) gemm_wide(rows, width, v + r * C, C, u, K, C, m + r * K, K);
+            else gemm_narrow(rows, width, v + r * C, C, u, K, C, m + r * K, K);
           }
         }
       }

@@ -17,6 +17,9 @@
  *
  * The transforms are exact in real arithmetic; in fp32 the result differs from a direct convolution by a
  * few ulps times the magnitude of the products (the transform coefficients are at most 8).
+ *
+ * On CPUs with AVX-512F the GEMMs (most of the time) run on 16-float registers, 6 tiles by 64 output channels
+ * per micro-kernel call; the transforms stay on AVX2.
  */
 #ifndef SOL_WINOGRAD_H
 #define SOL_WINOGRAD_H
@@ -35,7 +38,10 @@ struct Conv : sol_kernels::Kernel {
   bool has_bias = false;
   std::vector<sol_kernels::PostOp> post;  // applied by the output transform
 
-  const char* name() const override { return tile == 2 ? "winograd_2x2_3x3:sol:avx2" : "winograd_4x4_3x3:sol:avx2"; }
+  const char* name() const override {  // the GEMMs run on AVX-512 where the CPU has it, the transforms on AVX2
+    if (sol_kernels::avx512_supported()) return tile == 2 ? "winograd_2x2_3x3:sol:avx512" : "winograd_4x4_3x3:sol:avx512";
+    return tile == 2 ? "winograd_2x2_3x3:sol:avx2" : "winograd_4x4_3x3:sol:avx2";
+  }
   int64_t packed_floats() const override { return (tile + 2) * (tile + 2) * C * K; }
   /* weights [K][C][3][3] -> U[(tile + 2)^2][C][K] */
   void pack(const float* weights, float* packed) const override;
