@@ -8,6 +8,7 @@ import numpy as np
 from sol.ir import BATCH, Dim, Graph, Purpose
 from sol.ir.interpret import run_reference
 from sol.passes import (
+    batch_norm_as_scale_shift,
     eliminate_common_subexpressions,
     fold_batch_norm,
     fold_constants,
@@ -140,6 +141,44 @@ def test_bn_folding_into_linear() -> None:
     fold_batch_norm(g)
     assert "batch_norm" not in ops(g)
     assert_same(before, g, [rand(5, 6)])
+
+
+def pre_activation_graph(kind: str, affine: bool) -> Graph:
+    """concat -> batch_norm -> relu (DenseNet's norm1): no conv/linear to fold the BatchNorm into."""
+    g = Graph("pre_activation")
+    x = image_input(g, channels=3)
+    (c,) = g.add_layer("concat", [x, x], {"axis": 1}, name="cat")
+    add = g.add_param if kind == "param" else g.add_const
+    stats = [add("bn.running_mean", rand(6)), add("bn.running_var", np.abs(rand(6)) + 0.5)]
+    if affine:
+        stats += [add("bn.weight", rand(6)), add("bn.bias", rand(6))]
+    (z,) = g.add_layer("batch_norm", [c, *stats], {"eps": 1e-5}, name="bn")
+    (r,) = g.add_layer("relu", [z], name="relu")
+    g.outputs = [r]
+    return g
+
+
+def test_unfolded_batch_norm_becomes_a_multiply_add_of_parameters() -> None:
+    for kind, affine in (("param", True), ("const", True), ("param", False)):
+        g = pre_activation_graph(kind, affine)
+        before = copy.deepcopy(g)
+        batch_norm_as_scale_shift(g)
+        assert "batch_norm" not in ops(g), (kind, affine)
+        mul = next(layer for layer in g.layers if layer.name == "bn.mul")
+        assert mul.inputs[1].kind == "intermediate", "the scale is computed from the statistics, not baked"
+        x = rand(2, 3, 8, 8)
+        assert_same(before, g, [x])
+        if kind == "param":  # new statistics (as after load_state_dict) flow through
+            new = {name: (np.abs(t.data) + 0.1 if "var" in name else t.data * 2).astype(np.float32)
+                   for name, t in before.params.items()}
+            assert_same(before, g, [x], new)
+
+
+def test_batch_norm_of_a_conv_is_folded_not_rewritten() -> None:
+    g = conv_bn_graph(True)
+    run_inference_passes(g)
+    assert "batch_norm" not in ops(g)
+    assert not any(layer.name == "bn.mul" for layer in g.layers), "fold_batch_norm runs first and absorbs it"
 
 
 def test_relu_maxpool_merge() -> None:

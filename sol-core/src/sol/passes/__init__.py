@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..ir.graph import Graph
 from .bn_folding import fold_batch_norm
+from .bn_scale_shift import batch_norm_as_scale_shift
 from .channel_shuffle import fuse_channel_shuffle
 from .constant_folding import fold_constants
 from .cse import eliminate_common_subexpressions
@@ -20,6 +21,7 @@ INFERENCE_PASSES = (
     remove_dead_layers,
     fold_constants,
     fold_batch_norm,
+    batch_norm_as_scale_shift,
     fuse_channel_shuffle,
     permute_as_reshape,
     merge_relu_maxpool,
@@ -36,6 +38,6 @@ def run_inference_passes(graph: Graph) -> Graph:
 
 
 __all__ = [
-    "INFERENCE_PASSES", "eliminate_common_subexpressions", "fold_batch_norm", "fold_constants", "fuse_channel_shuffle", "merge_relu_maxpool", "permute_as_reshape", "pool_before_pointwise_conv",
+    "INFERENCE_PASSES", "batch_norm_as_scale_shift", "eliminate_common_subexpressions", "fold_batch_norm", "fold_constants", "fuse_channel_shuffle", "merge_relu_maxpool", "permute_as_reshape", "pool_before_pointwise_conv",
     "remove_dead_layers", "remove_identity", "run_inference_passes",
 ]
