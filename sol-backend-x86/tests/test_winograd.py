@@ -162,8 +162,18 @@ def test_heuristic_follows_the_measurements() -> None:
         assert winograd.heuristic((1, 7, 7, 512, 512, 1, 1, 1, 1), allowed) == winograd.DIRECT
         assert winograd.heuristic((1, 56, 56, 8, 64, 1, 1, 1, 1), allowed) == winograd.DIRECT
     assert not winograd.worth_timing((1, 12, 12, 16, 16, 1, 1, 1, 1))  # 9 tiles: microseconds either way
-    assert not winograd.worth_timing((1, 56, 56, 128, 32, 1, 1, 1, 1))  # thin: slower in models (MIN_CHANNELS)
+    assert not winograd.worth_timing((1, 56, 56, 128, 32, 1, 1, 1, 1))  # thin output: slower in models
     assert winograd.worth_timing((1, 56, 56, 64, 64, 1, 1, 1, 1))
+
+
+@pytest.mark.parametrize("isa,thin_input_timed", [("avx512", True), ("avx2", False)])
+def test_thin_input_layers_are_candidates_only_with_the_avx512_gemm(monkeypatch: pytest.MonkeyPatch, isa: str,
+                                                                    thin_input_timed: bool) -> None:
+    monkeypatch.setattr(winograd, "gemm_isa", lambda: isa)
+    squeezenet_expand = (1, 27, 27, 32, 128, 1, 1, 1, 1)  # 32 -> 128 channels
+    assert winograd.worth_timing(squeezenet_expand) == thin_input_timed
+    assert not winograd.worth_timing((1, 27, 27, 8, 128, 1, 1, 1, 1))  # below both limits
+    assert f"from {winograd.MIN_INPUT_CHANNELS[isa]}x" in winograd.settings()  # part of the code's cache key
 
 
 def test_winograd_4x4_is_a_candidate_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,10 +25,13 @@ kernels off altogether.
 
 from __future__ import annotations
 
+import functools
+
 import sol
 from sol.ir import Layer
 from sol.records import ConfigKey
 
+from .cpuinfo import read_cpuinfo
 from .tuning import DIRECT, Tuner, post_ops_supported
 
 WINOGRAD_KEY = ConfigKey("x86::winograd", bool, True,
@@ -82,7 +85,7 @@ def settings() -> str:
     """What decides the choices of ``choose`` besides the layer (for cache keys of generated code)."""
     use = sol.config.get(WINOGRAD_KEY.name, True)
     tiles = "".join(str(a) for a in sorted(candidates()))
-    return f"winograd {int(use)} {tiles}"
+    return f"winograd {int(use)} {tiles} from {MIN_INPUT_CHANNELS[gemm_isa()]}x{MIN_OUTPUT_CHANNELS} channels"
 
 
 def candidates() -> frozenset[int]:
@@ -92,15 +95,30 @@ def candidates() -> frozenset[int]:
     return frozenset({DIRECT, WINOGRAD_2X2})
 
 
-#: fewer input or output channels: not a candidate. Timed alone, Winograd wins on many thin layers (DenseNet's
-#: 128 -> 32, SqueezeNet's 16-64 input channels), yet whole models ran slower with it: densenet121 0.83x,
-#: squeezenet1_1 0.92x against oneDNN only (paired rounds in one process; docs/x86.md).
-MIN_CHANNELS = 64
+#: fewer output channels: not a candidate. Timed alone, Winograd wins on DenseNet's 128 -> 32 layers, yet
+#: densenet121 ran slower with them (0.83x on AVX2, 0.88-0.91x on AVX-512; paired rounds, docs/x86.md).
+MIN_OUTPUT_CHANNELS = 64
+#: fewer input channels: not a candidate, by whether the GEMMs run on AVX-512 (sol_winograd.cpp). With it,
+#: SqueezeNet's and Inception's thin 3x3 layers (16-48 input channels) pay off in the model: squeezenet1_0 1.064x,
+#: googlenet 1.030x, inception_v3 1.022x against a limit of 64. On AVX2 those layers cost squeezenet1_1 8% and
+#: googlenet 4% (docs/x86.md).
+MIN_INPUT_CHANNELS = {"avx512": 16, "avx2": 64}
+
+
+@functools.cache
+def gemm_isa() -> str:
+    """"avx512" where the Winograd GEMMs run on AVX-512F (the glue checks the same flag), else "avx2"."""
+    try:
+        flags = read_cpuinfo().features("flags")
+    except OSError:
+        return "avx2"
+    return "avx512" if "avx512f" in flags else "avx2"
 
 
 def worth_timing(shape: tuple[int, ...]) -> bool:
     """Enough work that the transforms could pay off (smaller layers take microseconds either way)."""
-    return _tiles(shape, 4) >= 16 and min(shape[3], shape[4]) >= MIN_CHANNELS
+    return (_tiles(shape, 4) >= 16 and shape[3] >= MIN_INPUT_CHANNELS[gemm_isa()]
+            and shape[4] >= MIN_OUTPUT_CHANNELS)
 
 
 def heuristic(shape: tuple[int, ...], allowed: frozenset[int] = frozenset(NAMES)) -> int:
