@@ -11,7 +11,8 @@ Every (model, batch, threads) configuration runs in its own child process
 with the same thread count: a crash or a leak stays in that child. Timings are
 medians of repeated runs after warm-up, measured in interleaved blocks (each
 round runs every peer once, in rotated order) so that drift of a shared machine
-hits all peers alike. Every peer's output is checked against eager PyTorch (or,
+hits all peers alike; before each block the other peers' thread pools get
+`--settle-ms` to stop spinning. Every peer's output is checked against eager PyTorch (or,
 for --onnx, against ONNX Runtime without graph optimizations); a mismatch is
 reported in the table, never hidden. See benchmarks/README.md.
 """
@@ -45,6 +46,8 @@ INFERENCE_ONLY = ("ort", "openvino")  # peers that cannot train a model here
 LABELS = {"eager": "eager", "compile": "compile", "ort": "ORT", "openvino": "OpenVINO", "sol": "SOL"}
 DEFAULT_MODELS = "resnet18,mobilenet_v2,mlp"
 RTOL, ATOL = 1e-4, 1e-5
+#: ms before each peer's block of timed runs (see Worker._measure); ONNX Runtime's pool spins for tens of ms
+SETTLE_MS = 100.0
 TRAIN_BATCH = {"mlp": 64}  # training batch per model; CNNs and the rest: 16
 TRAIN_BATCH_DEFAULT = 16
 FLUSH_NOTE = ("denormals: torch and SOL run with torch.set_flush_denormal(True) set before any thread starts "
@@ -511,7 +514,7 @@ class Worker:
     def _measure(self) -> None:
         """Warm-up, then interleaved rounds: each round runs a block of every peer in rotated order."""
         runs, rounds, warmup = self.spec["runs"], self.spec["rounds"], self.spec["warmup"]
-        budget = self.spec["max_seconds"]
+        budget, settle = self.spec["max_seconds"], self.spec.get("settle_ms", SETTLE_MS) / 1e3
         names = [n for n in self.spec["peers"] if n in self.fns]
         planned: dict[str, int] = {}
         for name in names:
@@ -529,6 +532,13 @@ class Worker:
             for name in order:
                 fn = self.fns[name]
                 block = planned[name] // rounds + (1 if r < planned[name] % rounds else 0)
+                # Each peer's thread pool spins for a while after its calls return (ONNX Runtime's for tens of ms,
+                # libgomp's, TBB's). On a machine with as many cores as threads, a block started right after
+                # another peer's was measured against those spinning threads: SOL's efficientnet_b0 ran 7.9 ms in
+                # blocks right after ONNX Runtime's against 3.7 ms alone. So the other pools settle first, and one
+                # untimed call wakes this peer's own threads and caches: each peer is timed in its steady state.
+                time.sleep(settle)
+                fn()
                 for _ in range(block):
                     start = time.perf_counter_ns()
                     fn()
@@ -787,6 +797,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=20, help="timed runs per peer (median, p10, p90 reported)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs per peer after the first call")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds the timed runs are split into")
+    parser.add_argument("--settle-ms", type=float, default=SETTLE_MS,
+                        help=f"pause before each peer's block of timed runs, for the other peers' thread pools to "
+                             f"stop spinning (followed by one untimed call); default {SETTLE_MS:g}")
     parser.add_argument("--max-seconds", type=float, default=60.0,
                         help="time budget per peer for the timed runs (at least 3 runs); default 60")
     parser.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated subset of {','.join(PEERS)}")
@@ -831,7 +844,8 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "argv": argv, "cpu": cpu_name(), "cpus_usable": len(os.sched_getaffinity(0)), "cpus_total": os.cpu_count(),
         "threads": threads, "mode": args.mode, "peers": peers, "runs": args.runs, "warmup": args.warmup,
-        "rounds": args.rounds, "max_seconds_per_peer": args.max_seconds, "rtol": RTOL, "atol": ATOL,
+        "rounds": args.rounds, "settle_ms": args.settle_ms, "max_seconds_per_peer": args.max_seconds,
+        "rtol": RTOL, "atol": ATOL,
         "denormals": FLUSH_NOTE, "versions": dist_versions(), "sol_versions": sol.versions(), "logs": str(log_dir),
     }
     print(f"SOL benchmark: {meta['cpu']}, threads {threads}, mode {args.mode}, peers {', '.join(peers)}")
@@ -849,7 +863,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name} batch {batch}, {t} thread(s) ...", flush=True)
                 spec = {"model": name, "onnx": onnx_path, "batch": batch, "threads": t, "mode": args.mode,
                         "peers": peers, "requested_peers": peers, "runs": args.runs, "warmup": args.warmup,
-                        "rounds": args.rounds, "max_seconds": args.max_seconds, "timeout": args.timeout,
+                        "rounds": args.rounds, "settle_ms": args.settle_ms, "max_seconds": args.max_seconds,
+                        "timeout": args.timeout,
                         "sol_cached": not args.no_sol_cached, "keep": args.keep}
                 result = run_config(spec, log_dir)
                 print(f"  done in {result['wall_s']:.0f} s", flush=True)
