@@ -25,21 +25,29 @@ def _is_parameter_like(t: Tensor) -> bool:
     return t.kind in ("param", "const")
 
 
+def batch_norm_scale(graph: Graph, bn: Layer, where: str) -> Tensor:
+    """Add the layers computing a BatchNorm's per-channel scale, gamma * rsqrt(var + eps), and return it."""
+    var = bn.inputs[2]
+    gamma = bn.inputs[3] if len(bn.inputs) > 3 else None
+    eps = graph.add_const(f"{where}_eps", np.array(bn.attrs["eps"], dtype=var.dtype))
+    (scale,) = graph.add_layer("rsqrt", graph.add_layer("add", [var, eps], name=f"{where}.fold_var"),
+                               name=f"{where}.fold_rsqrt")
+    if gamma is not None:
+        (scale,) = graph.add_layer("mul", [scale, gamma], name=f"{where}.fold_scale")
+    return scale
+
+
 def _fold(graph: Graph, producer: Layer, bn: Layer) -> None:
     x, w = producer.inputs[0], producer.inputs[1]
     bias = producer.inputs[2] if len(producer.inputs) > 2 else None
-    mean, var = bn.inputs[1], bn.inputs[2]
-    gamma = bn.inputs[3] if len(bn.inputs) > 3 else None
+    mean = bn.inputs[1]
     beta = bn.inputs[4] if len(bn.inputs) > 4 else None
     out_channels = int(w.shape[0])
     where = bn.name or producer.name
     folded: dict[str, Tensor] = {}
 
     def build() -> None:
-        eps = graph.add_const(f"{where}_eps", np.array(bn.attrs["eps"], dtype=var.dtype))
-        (scale,) = graph.add_layer("rsqrt", graph.add_layer("add", [var, eps], name=f"{where}.fold_var"), name=f"{where}.fold_rsqrt")
-        if gamma is not None:
-            (scale,) = graph.add_layer("mul", [scale, gamma], name=f"{where}.fold_scale")
+        scale = batch_norm_scale(graph, bn, where)
         shape = (out_channels,) + (1,) * (w.rank - 1)
         (scale_w,) = graph.add_layer("reshape", [scale], {"shape": shape}, name=f"{where}.fold_scale_w")
         (folded["w"],) = graph.add_layer("mul", [w, scale_w], name=f"{where}.fold_weight")

@@ -5,7 +5,7 @@ The rest (pre-activation networks: DenseNet's norm after each concatenation)
 would compute ``(x - mean) / sqrt(var + eps) * gamma + beta`` per element: a
 division and a square root for every value. This pass inserts param-only layers
 
-    scale = gamma * rsqrt(var + eps)
+    scale = gamma * rsqrt(var + eps)      (as fold_batch_norm computes it)
     shift = beta - mean * scale
 
 (the codegen moves them into the "prepare" program, re-run when parameters
@@ -19,10 +19,9 @@ norm clusters ran scalar, 0.84 ms where the same loop over runtime arrays takes
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..ir.graph import Graph, Layer, Tensor
 from ._rewrite import insert_before, new_layers, replace_uses
+from .bn_folding import batch_norm_scale
 
 
 def _is_parameter_like(t: Tensor | None) -> bool:
@@ -30,19 +29,14 @@ def _is_parameter_like(t: Tensor | None) -> bool:
 
 
 def _rewrite(graph: Graph, bn: Layer) -> None:
-    x, mean, var = bn.inputs[0], bn.inputs[1], bn.inputs[2]
-    gamma = bn.inputs[3] if len(bn.inputs) > 3 else None
+    x, mean = bn.inputs[0], bn.inputs[1]
     beta = bn.inputs[4] if len(bn.inputs) > 4 else None
     where = bn.name or "batch_norm"
     broadcast = (int(mean.shape[0]),) + (1,) * (x.rank - 2)
     result: dict[str, Tensor] = {}
 
     def build() -> None:
-        eps = graph.add_const(f"{where}_eps", np.array(bn.attrs["eps"], dtype=var.dtype))
-        (scale,) = graph.add_layer("rsqrt", graph.add_layer("add", [var, eps], name=f"{where}.var_eps"),
-                                   name=f"{where}.rsqrt")
-        if gamma is not None:
-            (scale,) = graph.add_layer("mul", [scale, gamma], name=f"{where}.scale")
+        scale = batch_norm_scale(graph, bn, where)
         (shift,) = graph.add_layer("mul", [mean, scale], name=f"{where}.mean_scaled")
         (shift,) = (graph.add_layer("sub", [beta, shift], name=f"{where}.shift") if beta is not None
                     else graph.add_layer("neg", [shift], name=f"{where}.shift"))
