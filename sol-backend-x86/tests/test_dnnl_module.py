@@ -138,6 +138,25 @@ def test_depthwise_strided_and_transposed_convolutions() -> None:
     _check(g, compiled)
 
 
+@pytest.mark.parametrize("batch", [1, BATCH])
+def test_squeeze_excitation_fcs_of_one_image_run_as_generated_dot_products(batch: object) -> None:
+    """1x1 convolutions of a 1x1 image at batch 1 (efficientnet's SE layers) are matrix-vector products: SOL's
+    generated code runs them; with a batch dimension they stay oneDNN calls."""
+    g = Graph(f"se_{batch}")
+    x = g.add_input("x", [Dim(batch, Purpose.N), Dim(24, Purpose.C), Dim(1, Purpose.P), Dim(1, Purpose.P)])
+    (y,) = g.add_layer("silu", [_conv(g, x, "fc1", 24, 40, k=1)], name="act")
+    (y,) = g.add_layer("sigmoid", [_conv(g, y, "fc2", 40, 24, k=1)], name="gate")
+    g.outputs = [y]
+    compiled = _compile(g)
+    if batch == 1:
+        assert _library_titles(compiled) == []
+        _check(g, compiled, batches=(1,))
+    else:
+        assert _library_titles(compiled) == ["DNN fc1 (conv) -> act (silu)", "DNN fc2 (conv) -> gate (sigmoid)"]
+        _check(g, compiled)
+        _check(g, _compile(g, dnn=False))  # the generated dot products at batches 1 and 3
+
+
 def test_linear_and_batched_matmul_with_post_ops() -> None:
     g = Graph("gemms")
     x = g.add_input("x", [Dim(BATCH, Purpose.N), Dim(5, Purpose.S), Dim(12, Purpose.C)])

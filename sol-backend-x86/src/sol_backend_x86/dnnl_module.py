@@ -59,14 +59,14 @@ class OneDnnModule(DnnModule):
     def key(self) -> str:
         # which kernel runs each call is part of the generated code, so what decides it is part of the cache key
         return (f"onednn {self.version}|{winograd.settings()}|{grouped.settings()}|{linear.settings()}"
-                f"|attention {attention.MIN_MULTIPLY_ADDS}|autotuning {int(sol.config['autotuning'])}")
+                f"|attention {attention.MIN_MULTIPLY_ADDS}|autotuning {int(sol.config['autotuning'])}|gemv dfp")
 
     # -- planning ---------------------------------------------------------
     def accepts(self, layer: Layer) -> bool:
         if not _float32([*layer.inputs, *layer.outputs]) or len(layer.outputs) != 1:
             return False
         if layer.op == "conv":
-            return 3 <= layer.inputs[0].rank <= 5 and len(layer.inputs) >= 2
+            return 3 <= layer.inputs[0].rank <= 5 and len(layer.inputs) >= 2 and not _single_pixel_gemv(layer)
         if layer.op == "conv_grad_weight":  # training: oneDNN's convolution backward-weights
             return 3 <= layer.inputs[0].rank <= 5 and _consistent_conv(layer)
         if layer.op == "conv_transpose" and layer.attrs.get("conv_input_grad"):
@@ -244,6 +244,22 @@ class OneDnnModule(DnnModule):
 
 _OP = {"conv": "SOL_DNNL_CONV", "conv_transpose": "SOL_DNNL_DECONV", "linear": "SOL_DNNL_INNER_PRODUCT",
        "matmul": "SOL_DNNL_MATMUL"}
+
+
+def _single_pixel_gemv(layer: Layer) -> bool:
+    """A 1x1 convolution of one 1x1 image (squeeze-excitation's FC layers): a matrix-vector product that SOL's
+    generated dot products run in about 1 us, where a oneDNN call costs 3-15 us (efficientnet_b0's 32 such
+    layers: 0.22 ms in sol.profile)."""
+    x, out = layer.inputs[0], layer.outputs[0]
+    sizes = (x.shape[0], *x.shape[2:], *out.shape[2:], *layer.inputs[1].shape[2:])
+    return (int(layer.attrs.get("groups", 1)) == 1 and all(isinstance(v, int) and v == 1 for v in sizes)
+            and all(begin == 0 and end == 0 for begin, end in _pads(layer)))
+
+
+def _pads(layer: Layer) -> list[tuple[int, int]]:
+    from sol.codegen.kernels.base import spatial_padding  # lazy: the kernels load every op
+
+    return spatial_padding(layer.attrs["padding"], layer.inputs[0].rank - 2)
 
 
 def _backward(layer: Layer) -> bool:

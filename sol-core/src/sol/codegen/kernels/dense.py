@@ -50,6 +50,8 @@ def conv(layer: Layer, kc: KernelContext) -> list[Node]:
     cg, ocg = channels // groups, out_channels // groups
     xp, wp = kc.ptr(x), kc.ptr(w)
     init = kc.load(bias, ["oc"]) if bias is not None else "0"
+    if groups == 1 and all(v == 1 for v in (*ins, *outs, *kernel_sizes)) and all(p == (0, 0) for p in pads):
+        return _single_pixel_conv(layer, kc, channels, out_channels, r)
 
     # innermost: one kernel tap of the last spatial dim, SIMD over the output row (clipped to the valid range)
     s, d, (pb, _) = stride[-1], dilation[-1], pads[-1]
@@ -77,6 +79,26 @@ def conv(layer: Layer, kc: KernelContext) -> list[Node]:
     variables = ["n", "oc", *[f"o{i}" for i in range(r - 1)]]
     extents = [cexpr.size(out.shape[0]), str(out_channels), *[str(o) for o in outs[:-1]]]
     return _parallel_loops(variables, extents, [Block(row)])
+
+
+def _single_pixel_conv(layer: Layer, kc: KernelContext, channels: int, out_channels: int, r: int) -> list[Node]:
+    """A 1x1 convolution of a 1x1 image (squeeze-excitation's FC layers): a SIMD dot product per output channel.
+
+    The row-buffer nest above would vectorise over an output row of one pixel and run the reduction over the
+    input channels scalar: 14.7 us for efficientnet_b0's 1152 -> 48 layer, where this takes about 1 us.
+    Both operands are unit-stride over the input channels in any layout (every spatial size is 1).
+    """
+    x, w = layer.inputs[0], layer.inputs[1]
+    bias = optional_input(layer, 2)
+    t = ctype_of(layer.outputs[0], layer)
+    value = f"acc + {kc.load(bias, ['oc'])}" if bias is not None else "acc"
+    body: list[Node] = [
+        Stmt(f"{t} acc = 0;"),
+        Loop("ic", str(channels), [Stmt(f"acc += {kc.ptr(x)}[n * {channels} + ic] * {kc.ptr(w)}[oc * {channels} + ic];")],
+             vector=True, reduction=("+", "acc")),
+        Emit(value, ("n", "oc", *["0"] * r)),
+    ]
+    return _parallel_loops(["n", "oc"], [cexpr.size(layer.outputs[0].shape[0]), str(out_channels)], body)
 
 
 @kernel("conv_transpose")
