@@ -248,7 +248,7 @@ _OP = {"conv": "SOL_DNNL_CONV", "conv_transpose": "SOL_DNNL_DECONV", "linear": "
 
 def _single_pixel_gemv(layer: Layer) -> bool:
     """A 1x1 convolution of one 1x1 image (squeeze-excitation's FC layers): a matrix-vector product that SOL's
-    generated dot products run in about 1 us, where a oneDNN call costs 3-15 us (efficientnet_b0's 32 such
+    generated dot products run in 1-7 us, where a oneDNN call costs 3-15 us (efficientnet_b0's 32 such
     layers: 0.22 ms in sol.profile)."""
     x, out = layer.inputs[0], layer.outputs[0]
     sizes = (x.shape[0], *x.shape[2:], *out.shape[2:], *layer.inputs[1].shape[2:])

@@ -85,7 +85,7 @@ def _single_pixel_conv(layer: Layer, kc: KernelContext, channels: int, out_chann
     """A 1x1 convolution of a 1x1 image (squeeze-excitation's FC layers): a SIMD dot product per output channel.
 
     The row-buffer nest above would vectorise over an output row of one pixel and run the reduction over the
-    input channels scalar: 14.7 us for efficientnet_b0's 1152 -> 48 layer, where this takes about 1 us.
+    input channels scalar: 14.7 us for efficientnet_b0's 1152 -> 48 layer, where this takes 4 us.
     Both operands are unit-stride over the input channels in any layout (every spatial size is 1).
     """
     x, w = layer.inputs[0], layer.inputs[1]
