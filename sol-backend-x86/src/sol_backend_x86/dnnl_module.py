@@ -250,16 +250,9 @@ def _single_pixel_gemv(layer: Layer) -> bool:
     """A 1x1 convolution of one 1x1 image (squeeze-excitation's FC layers): a matrix-vector product that SOL's
     generated dot products run in 1-7 us, where a oneDNN call costs 3-15 us (efficientnet_b0's 32 such
     layers: 0.22 ms in sol.profile)."""
-    x, out = layer.inputs[0], layer.outputs[0]
-    sizes = (x.shape[0], *x.shape[2:], *out.shape[2:], *layer.inputs[1].shape[2:])
-    return (int(layer.attrs.get("groups", 1)) == 1 and all(isinstance(v, int) and v == 1 for v in sizes)
-            and all(begin == 0 and end == 0 for begin, end in _pads(layer)))
+    from sol.codegen.kernels.dense import single_pixel_conv  # lazy: the kernels load every op
 
-
-def _pads(layer: Layer) -> list[tuple[int, int]]:
-    from sol.codegen.kernels.base import spatial_padding  # lazy: the kernels load every op
-
-    return spatial_padding(layer.attrs["padding"], layer.inputs[0].rank - 2)
+    return layer.inputs[0].shape[0] == 1 and single_pixel_conv(layer)
 
 
 def _backward(layer: Layer) -> bool:

@@ -50,7 +50,7 @@ def conv(layer: Layer, kc: KernelContext) -> list[Node]:
     cg, ocg = channels // groups, out_channels // groups
     xp, wp = kc.ptr(x), kc.ptr(w)
     init = kc.load(bias, ["oc"]) if bias is not None else "0"
-    if groups == 1 and all(v == 1 for v in (*ins, *outs, *kernel_sizes)) and all(p == (0, 0) for p in pads):
+    if single_pixel_conv(layer):
         return _single_pixel_conv(layer, kc, channels, out_channels, r)
 
     # innermost: one kernel tap of the last spatial dim, SIMD over the output row (clipped to the valid range)
@@ -79,6 +79,15 @@ def conv(layer: Layer, kc: KernelContext) -> list[Node]:
     variables = ["n", "oc", *[f"o{i}" for i in range(r - 1)]]
     extents = [cexpr.size(out.shape[0]), str(out_channels), *[str(o) for o in outs[:-1]]]
     return _parallel_loops(variables, extents, [Block(row)])
+
+
+def single_pixel_conv(layer: Layer) -> bool:
+    """Whether a conv is a 1x1 convolution of 1x1 images without groups or padding: a matrix-vector product per
+    image (squeeze-excitation's FC layers), which `conv` runs as dot products."""
+    x, w, out = layer.inputs[0], layer.inputs[1], layer.outputs[0]
+    sizes = (*x.shape[2:], *out.shape[2:], *w.shape[2:])
+    return (int(layer.attrs.get("groups", 1)) == 1 and all(isinstance(v, int) and v == 1 for v in sizes)
+            and all(p == (0, 0) for p in spatial_padding(layer.attrs["padding"], x.rank - 2)))
 
 
 def _single_pixel_conv(layer: Layer, kc: KernelContext, channels: int, out_channels: int, r: int) -> list[Node]:
