@@ -157,6 +157,51 @@ def test_squeeze_excitation_fcs_of_one_image_run_as_generated_dot_products(batch
         _check(g, _compile(g, dnn=False))  # the generated dot products at batches 1 and 3
 
 
+def _gated_conv(batch: object, channels: int, out: int, k: int, size: int, gate_first: bool = False,
+                residual: bool = False) -> Graph:
+    """Squeeze-excitation: a depthwise conv's x times a gate computed from x ([N, C, 1, 1]) into a k x k convolution,
+    optionally + x. x comes from a conv, so it lies channels-last like the product (as in EfficientNet)."""
+    g = Graph(f"gated_{batch}_{channels}_{out}_{k}_{size}_{int(gate_first)}_{int(residual)}")
+    image = g.add_input("image", [Dim(batch, Purpose.N), Dim(channels, Purpose.C), Dim(size, Purpose.P),
+                                  Dim(size, Purpose.P)])
+    x = _conv(g, image, "dw", channels, channels, groups=channels)
+    (squeezed,) = g.add_layer("adaptive_avg_pool", [x], {"output_size": (1, 1)}, name="squeeze")
+    (gate,) = g.add_layer("sigmoid", [squeezed], name="gate")
+    (scaled,) = g.add_layer("mul", [gate, x] if gate_first else [x, gate], name="scale")
+    y = _conv(g, scaled, "project", channels, out, k=k)
+    if residual:
+        (y,) = g.add_layer("add", [y, x], name="residual")
+    g.outputs = [y]
+    return g
+
+
+@pytest.mark.parametrize("channels,out,k,size,gate_first,residual", [
+    (24, 8, 1, 12, False, False),   # efficientnet's projection after the gate
+    (24, 24, 1, 12, True, True),    # gate * x, and a residual add as a binary post-op before the factors
+    (20, 12, 3, 24, False, False),  # a 3x3 kernel: zero padding; 20 channels: oneDNN pads its packed format
+])
+def test_squeeze_excitation_gate_is_folded_into_the_weights(channels: int, out: int, k: int, size: int,
+                                                            gate_first: bool, residual: bool) -> None:
+    """At batch 1 the call reads x and multiplies its packed weights by the gate (x86/input_scale.py)."""
+    g = _gated_conv(1, channels, out, k, size, gate_first, residual)
+    compiled = _compile(g)
+    title = "DNN scale (mul) -> project (conv)" + (" -> residual (add)" if residual else "")
+    assert _library_titles(compiled) == ["DNN dw (conv)", title]
+    _check(g, compiled, batches=(1,))
+
+
+@pytest.mark.parametrize("batch,size,enabled", [(BATCH, 12, True), (1, 4, True), (1, 12, False)])
+def test_squeeze_excitation_gate_stays_a_multiply(batch: object, size: int, enabled: bool,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a batch dimension, with weights bigger than a quarter of the scaled tensor (4x4 image), or with
+    x86::fold_input_scale off, the multiply is generated code before the call."""
+    monkeypatch.setitem(sol.config, "x86::fold_input_scale", enabled)
+    g = _gated_conv(batch, 24, 8, 1, size)
+    compiled = _compile(g)
+    assert _library_titles(compiled) == ["DNN dw (conv)", "DNN project (conv)"]
+    _check(g, compiled, batches=(1, 3) if batch is BATCH else (1,))
+
+
 def test_linear_and_batched_matmul_with_post_ops() -> None:
     g = Graph("gemms")
     x = g.add_input("x", [Dim(BATCH, Purpose.N), Dim(5, Purpose.S), Dim(12, Purpose.C)])

@@ -12,8 +12,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # pytest runs with --import-mode=importlib
 from _codegen_helpers import ATOL, RTOL, dims, private_cache  # noqa: E402
 from sol.codegen import plan  # noqa: E402
+from sol.codegen.cluster import plan_programs  # noqa: E402
+from sol.codegen.dnn import DnnCall, DnnCode, DnnModule  # noqa: E402
+from sol.codegen.memory import plan_memory  # noqa: E402
 from sol.compiler import compile_graph, generate_source  # noqa: E402
-from sol.ir import BATCH, Graph  # noqa: E402
+from sol.ir import BATCH, Graph, Layer, Tensor  # noqa: E402
 from sol.ir.interpret import run_reference  # noqa: E402
 
 __all__ = ["private_cache"]
@@ -102,6 +105,44 @@ def test_value_used_outside_its_cluster_is_materialised() -> None:
     clusters = [[layer.name for layer in c.layers] for c in p.programs.main]
     assert clusters == [["act", "exp"], ["soft"]]
     assert p.memory.of(a) is not None and p.memory.of(a).kind == "workspace"
+
+
+class _ScaleFoldingLibrary(DnnModule):
+    """A DNN module that runs convolutions and takes over the multiply before them (like x86's input scales)."""
+
+    name = "test"
+
+    def accepts(self, layer: Layer) -> bool:
+        return layer.op == "conv"
+
+    def fuses(self, call: DnnCall, value: Tensor, layer: Layer) -> bool:
+        return False
+
+    def absorbs_input_scale(self, mul: Layer, layer: Layer) -> bool:
+        return True
+
+    def render(self, call: DnnCall, forward: object, prepare: object) -> DnnCode:
+        return DnnCode()
+
+
+def test_a_library_call_takes_over_the_scale_of_its_input() -> None:
+    """x * gate read only by a library conv runs in that call: the product gets no memory, x and the gate do."""
+    g = Graph("gated")
+    x = g.add_input("x", dims(0, 4, 6, 6))
+    (squeezed,) = g.add_layer("adaptive_avg_pool", [x], {"output_size": (1, 1)}, name="squeeze")
+    (gate,) = g.add_layer("sigmoid", [squeezed], name="gate")
+    (scaled,) = g.add_layer("mul", [gate, x], name="scale")
+    w = g.add_param("project.weight", _f32(2, 4, 1, 1))
+    attrs = {"stride": (1, 1), "padding": ((0, 0), (0, 0)), "dilation": (1, 1), "groups": 1}
+    (y,) = g.add_layer("conv", [scaled, w], attrs, name="project")
+    g.outputs = [y]
+    programs = plan_programs(g, _ScaleFoldingLibrary())
+    calls = [c for c in programs.main if c.dnn is not None]
+    assert [[layer.name for layer in c.layers] for c in calls] == [["scale", "project"]]
+    call = calls[0].dnn
+    assert call is not None and call.source is x and call.scale is gate
+    memory = plan_memory(programs, g.inputs, list(g.params.values()))
+    assert memory.of(scaled) is None and memory.of(gate) is not None and memory.of(x) is not None
 
 
 def test_memory_planning_reuses_buffers_on_a_chain() -> None:

@@ -23,7 +23,7 @@ from sol.codegen.dnn import DnnCall, DnnCode, DnnModule
 from sol.codegen.layout import channels_last
 from sol.ir import Layer, Size, Tensor
 
-from . import attention, grouped, linear, winograd
+from . import attention, grouped, input_scale, linear, winograd
 from .tuning import DIRECT, Tuner
 
 if TYPE_CHECKING:  # the kernels package registers every op (slow to import): only the generator needs it
@@ -59,6 +59,7 @@ class OneDnnModule(DnnModule):
     def key(self) -> str:
         # which kernel runs each call is part of the generated code, so what decides it is part of the cache key
         return (f"onednn {self.version}|{winograd.settings()}|{grouped.settings()}|{linear.settings()}"
+                f"|{input_scale.settings()}"
                 f"|attention {attention.MIN_MULTIPLY_ADDS}|autotuning {int(sol.config['autotuning'])}|gemv dfp")
 
     # -- planning ---------------------------------------------------------
@@ -98,6 +99,9 @@ class OneDnnModule(DnnModule):
             # big layers at small batches: the MLP's 8192x8192 at batch 64 runs in 79 instead of 201 ms)
             return ()
         return (1,) if layer.op in ("conv", "conv_transpose", "linear") else ()
+
+    def absorbs_input_scale(self, mul: Layer, layer: Layer) -> bool:
+        return input_scale.foldable(mul, layer)
 
     def input_layout(self, layer: Layer, index: int) -> tuple[int, ...] | None:
         if layer.op in ("conv", "conv_transpose") and index == 0:
@@ -141,7 +145,7 @@ class OneDnnModule(DnnModule):
         fill += [f"  {line}" for line in self._describe(call, forward)]
         fill.append("}")
         static = bool(self.static_inputs(anchor))
-        x = anchor.inputs[0]
+        x = call.source
         weights = anchor.inputs[1]
         bias = anchor.inputs[2] if len(anchor.inputs) > 2 and anchor.op != "matmul" else None
         code = DnnCode()
@@ -156,6 +160,8 @@ class OneDnnModule(DnnModule):
             code.prepare.append(f"if (sol_dnnl_pack({sym}, {prepare.ptr(weights)}, derived + {sym}_packed) != 0) "
                                 f"return SOL_STATUS_LIBRARY;  // {anchor.name}: weights into oneDNN's format")
         binaries = [forward.ptr(_other(layer, value)) for layer, value in _post_values(call) if layer.op in BINARY]
+        if call.scale is not None:  # after the binary operands (sol_dnnl.h, src_scale)
+            binaries.append(forward.ptr(call.scale))
         post = f"const void* post[] = {{{', '.join(binaries)}}};" if binaries else "const void* const* post = nullptr;"
         weights_arg = f"derived + {sym}_packed" if static else forward.ptr(weights)
         bias_arg = forward.ptr(bias) if bias is not None else "nullptr"
@@ -173,18 +179,21 @@ class OneDnnModule(DnnModule):
             return _describe_linear_backward(anchor, call.output)
         if _backward(anchor):
             return _describe_backward(anchor, call.output, kc)
-        x, w, out = anchor.inputs[0], anchor.inputs[1], call.output
+        x, w, out = call.source, anchor.inputs[1], call.output
         has_bias = anchor.op != "matmul" and len(anchor.inputs) > 2
         lines = [f"d->op = {_OP[anchor.op]};", f"d->static_weights = {int(bool(self.static_inputs(anchor)))};",
                  f"d->has_bias = {int(has_bias)};"]
+        if call.input_scale is not None:
+            lines.append(f"d->src_scale = 1;  // {call.input_scale.name} (mul): folded into the weights per call")
         if anchor.op in ("conv", "conv_transpose"):
             r = x.rank - 2
             groups = int(anchor.attrs.get("groups", 1))
-            algorithm = winograd.choose(anchor, call.post_ops, self.tuner)
+            # an input scale is folded into oneDNN's packed weights, which SOL's own kernels do not read
+            algorithm = winograd.choose(anchor, call.post_ops, self.tuner) if call.input_scale is None else DIRECT
             if algorithm != DIRECT:
                 lines.append(f"d->algorithm = {winograd.C_NAMES[algorithm]};  // SOL's {winograd.NAMES[algorithm]}: "
                              "see sol_winograd.h")
-            elif grouped.choose(anchor, call.post_ops, self.tuner):
+            elif call.input_scale is None and grouped.choose(anchor, call.post_ops, self.tuner):
                 lines.append("d->algorithm = SOL_DNNL_GROUPED;  // SOL's grouped/depthwise kernel: see sol_grouped.h")
             lines += _tensor("d->src", x.shape, kc.layout(x))
             lines += _tensor("d->dst", out.shape, kc.layout(out))
@@ -330,7 +339,8 @@ def _describe_backward(anchor: Layer, out: Tensor, kc: KernelContext) -> list[st
 
 
 def sym_title(call: DnnCall) -> str:
-    return " -> ".join(f"{layer.name} ({layer.op})" for layer in [call.anchor, *call.post_ops])
+    before = [call.input_scale] if call.input_scale is not None else []
+    return " -> ".join(f"{layer.name} ({layer.op})" for layer in [*before, call.anchor, *call.post_ops])
 
 
 def _post_values(call: DnnCall) -> list[tuple[Layer, Tensor]]:

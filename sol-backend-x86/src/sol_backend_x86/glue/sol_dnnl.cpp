@@ -154,6 +154,39 @@ struct Call {
   };
   std::map<std::pair<int64_t, const void*>, Copy> copies;
 
+  // src_scale (sol_dnnl.h): for each float of the packed weights, the input channel it multiplies, and the buffer
+  // the weights times the call's factors go to
+  bool src_scale = false;
+  std::vector<int32_t> channel_of;
+  std::vector<float> scaled;
+
+  // For each float of the packed weights, the input channel it belongs to: the packed form of a tensor whose every
+  // weight is its channel index (oneDNN's formats pad with zeros: channel 0, and the zero weight stays zero).
+  void map_channels() {
+    const memory::dims dims = user_weights.get_dims();
+    memory::dims strides(dims.size(), 1);  // row-major [O][I][k...]: the logical order, whatever the user's is
+    for (size_t i = dims.size() - 1; i > 0; --i) strides[i - 1] = strides[i] * dims[i];
+    std::vector<float> index(static_cast<size_t>(strides[0] * dims[0]));
+    for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<float>(i % strides[0] / strides[1]);
+    std::vector<float> packed_index(packed_weights.get_size() / sizeof(float));
+    auto& engine = cpu_engine();
+    memory from(memory::desc(dims, memory::data_type::f32, strides), engine, index.data());
+    memory to(packed_weights, engine, packed_index.data());
+    dnnl::stream stream(engine);
+    dnnl::reorder(from, to).execute(stream, from, to);
+    stream.wait();
+    channel_of.assign(packed_index.begin(), packed_index.end());
+  }
+
+  // The packed weights times factors[c] for input channel c: what the call runs on instead of scaling its input.
+  const float* scale_weights(const void* packed, const float* factors, std::vector<float>& out) const {
+    const size_t count = channel_of.size();
+    out.resize(count);
+    const float* w = static_cast<const float*>(packed);
+    for (size_t i = 0; i < count; ++i) out[i] = w[i] * factors[channel_of[i]];
+    return out.data();
+  }
+
   // The weights format the primitive for `batch` reads.
   memory::desc weights_format(int64_t batch) const {
     std::lock_guard<std::mutex> guard(lock);
@@ -373,6 +406,7 @@ std::unique_ptr<sol_kernels::Kernel> own_kernel_for(const sol_dnnl_desc& d) {
     return true;
   }();
   if (d.op != SOL_DNNL_CONV || d.algorithm == SOL_DNNL_DIRECT || !d.static_weights || !nhwc || !plain_weights ||
+      d.src_scale ||
       dst.dims[1] % 8 != 0 || !sol_kernels::avx2_supported())
     return nullptr;
   for (int i = 0; i < 2; ++i)
@@ -475,6 +509,12 @@ void* sol_dnnl_create(sol_dnnl_fill fill, int64_t batch) {
     call->op = d.op;
     call->static_weights = d.static_weights != 0;
     call->user_weights = dense(d.weights);
+    call->src_scale = d.src_scale != 0;
+    if (call->src_scale && (d.op != SOL_DNNL_CONV || !d.static_weights || d.weights.ndims != d.src.ndims ||
+                            d.src.dims[0] != 1 || d.algorithm != SOL_DNNL_DIRECT)) {
+      last_error = "an input-channel scale needs a forward convolution with static weights, no groups and batch 1";
+      return nullptr;
+    }
     call->own = own_kernel_for(d);
     if (call->own) {  // no oneDNN primitive: the handle keeps the descriptor for the shapes
       call->impl = call->own->name();
@@ -508,6 +548,7 @@ int sol_dnnl_pack(void* handle, const void* weights, void* packed) {
     memory to(call->packed_weights, engine, packed);
     dnnl::reorder(from, to).execute(cpu_stream(), from, to);
     cpu_stream().wait();
+    if (call->src_scale && call->channel_of.empty()) call->map_channels();  // prepare runs before any call
     std::lock_guard<std::mutex> guard(call->copy_lock);
     // per-batch copies of these weights are now stale (find/emplace: see weights_for)
     auto count = call->packs.find(packed);
@@ -598,14 +639,25 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
       return 0;
     }
     weights = call->weights_for(batch, weights);
+    const float* factors = nullptr;
+    if (call->src_scale) {
+      if (batch != 1) throw std::runtime_error("an input-channel scale needs batch 1");
+      int binaries = 0;
+      const sol_dnnl_desc& d = call->at(batch).second;
+      for (int i = 0; i < d.npost; ++i) binaries += d.post[i].kind == SOL_DNNL_BINARY;
+      factors = static_cast<const float*>(post_src[binaries]);
+    }
     std::unique_lock<std::mutex> owner(call->run_lock, std::try_to_lock);
     if (owner.owns_lock()) {  // the usual case: one model runs this call at a time
+      if (factors) weights = call->scale_weights(weights, factors, call->scaled);
       Call::Bound& b = call->bind(batch);
       rebind(b, src, weights, bias, post_src, dst);
       b.primitive.execute(cpu_stream(), b.args);
       cpu_stream().wait();
       return 0;
     }
+    std::vector<float> scaled;  // this thread's scaled weights (another thread runs the handle's own buffer)
+    if (factors) weights = call->scale_weights(weights, factors, scaled);
     auto& entry = call->at(batch);
     const sol_dnnl_desc& d = entry.second;
     auto& engine = cpu_engine();

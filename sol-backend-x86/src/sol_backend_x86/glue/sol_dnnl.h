@@ -74,6 +74,11 @@ typedef struct sol_dnnl_desc {
   sol_dnnl_tensor src, weights, bias, dst;  /* weights in oneDNN's logical order ([G,] O, I, k...) */
   int64_t stride[3], dilation[3], pad_l[3], pad_r[3];  /* dilation as oneDNN counts it (0: dense) */
   sol_dnnl_post post[SOL_DNNL_MAX_POST];
+  /* 1: the input is multiplied by a factor per input channel before the convolution (squeeze-excitation's gate):
+   * post_src[number of binary post-ops] points at those C floats, which each call folds into a copy of the packed
+   * weights (conv(x * s, w) = conv(x, w * s)), so the scaled input is never written. Forward convolutions with
+   * static weights, no groups, batch 1, run by oneDNN. */
+  int32_t src_scale;
 } sol_dnnl_desc;
 
 typedef void (*sol_dnnl_fill)(int64_t batch, sol_dnnl_desc* desc);
@@ -93,7 +98,8 @@ const char* sol_dnnl_last_error(void);
 int64_t sol_dnnl_packed_bytes(void* handle);
 /* reorders the framework's weights into the packed format; 0 on success */
 int sol_dnnl_pack(void* handle, const void* weights, void* packed);
-/* one call; weights: the packed weights (static) or the runtime operand; post_src: src1 of each binary post-op */
+/* one call; weights: the packed weights (static) or the runtime operand; post_src: src1 of each binary post-op,
+ * then the input-channel factors of a call with src_scale */
 int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* weights, const void* bias,
                      const void* const* post_src, void* dst);
 /* the implementation oneDNN picked for the creation batch, e.g. "brgconv:avx2" ("winograd_4x4_3x3:sol:avx2" or

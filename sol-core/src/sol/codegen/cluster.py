@@ -14,7 +14,10 @@
   DNN cluster: one library call, with the following elementwise layers the
   library fuses (bias, activation, residual add) as post-ops. A post-op
   continues the chain only while the previous value has no other reader,
-  because the library never materialises intermediate values.
+  because the library never materialises intermediate values. A library call
+  may also take over the `mul` that scales its input per channel
+  (squeeze-excitation's gate, `DnnModule.absorbs_input_scale`): that mul is
+  the call's prologue, and the scaled tensor is never written.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..ir import Graph, Layer, Tensor
-from .dnn import DnnCall, DnnModule
+from .dnn import DnnCall, DnnModule, scale_operands
 from .layout import Layouts, plan_layouts
 from .lowering import lower_layers
 
@@ -34,6 +37,8 @@ ALIAS_OPS = frozenset({"reshape"})
 class Cluster:
     anchor: Layer
     epilogue: list[Layer] = field(default_factory=list)
+    #: layers a library call runs before its anchor (an input scale it folds into the weights)
+    prologue: list[Layer] = field(default_factory=list)
     #: reshape as a free view: no code, the output shares the input's storage
     alias: bool = False
     #: a library call of the flavour's DNN module (anchor + post-ops), else generated DFP code
@@ -41,7 +46,7 @@ class Cluster:
 
     @property
     def layers(self) -> list[Layer]:
-        return [self.anchor, *self.epilogue]
+        return [*self.prologue, self.anchor, *self.epilogue]
 
     def produces(self) -> list[Tensor]:
         return [t for layer in self.layers for t in layer.outputs]
@@ -107,6 +112,8 @@ def cluster(layers: Sequence[Layer], available: set[int], outputs: Sequence[Tens
     assigned: set[int] = set()
     clusters: list[Cluster] = []
     calls = 0
+    scales = _input_scales(layers, dnn, static, readers, output_ids, layouts or {}) if dnn is not None else {}
+    assigned.update(id(mul) for mul in scales.values())  # each runs inside the call that reads it
     for i, layer in enumerate(layers):
         if id(layer) in assigned:
             continue
@@ -114,7 +121,9 @@ def cluster(layers: Sequence[Layer], available: set[int], outputs: Sequence[Tens
         if layer.op in ALIAS_OPS and id(layer.outputs[0]) not in output_ids:
             current = Cluster(layer, alias=True)
         elif dnn is not None and runs_in_library(dnn, layer, static):
-            current = Cluster(layer, dnn=DnnCall(calls, layer, layouts=layouts or {}))
+            scale = scales.get(id(layer))
+            current = Cluster(layer, dnn=DnnCall(calls, layer, layouts=layouts or {}, input_scale=scale),
+                              prologue=[scale] if scale else [])
             calls += 1
             _grow_post_ops(current, dnn, layers[i + 1:], available, assigned, readers, output_ids)
         else:
@@ -123,6 +132,26 @@ def cluster(layers: Sequence[Layer], available: set[int], outputs: Sequence[Tens
         clusters.append(current)
         available.update(id(t) for t in current.produces())
     return clusters
+
+
+def _input_scales(layers: Sequence[Layer], dnn: DnnModule, static: frozenset[int], readers: dict[int, int],
+                  output_ids: set[int], layouts: Layouts) -> dict[int, Layer]:
+    """id(library layer) -> the `mul` before it that its call takes over (`DnnModule.absorbs_input_scale`): a mul
+    whose result only that layer reads, as its input 0, and that lies in memory like the tensor it scales."""
+    made_by = {id(t): layer for layer in layers for t in layer.outputs}
+    found: dict[int, Layer] = {}
+    for layer in layers:
+        mul = made_by.get(id(layer.inputs[0])) if layer.inputs else None
+        if mul is None or mul.op != "mul" or len(mul.inputs) != 2 or len(mul.outputs) != 1:
+            continue
+        scaled = mul.outputs[0]
+        if readers.get(id(scaled), 0) != 1 or id(scaled) in output_ids or not runs_in_library(dnn, layer, static):
+            continue
+        source, _ = scale_operands(mul)
+        if source.shape == scaled.shape and layouts.get(id(source)) == layouts.get(id(scaled)) and \
+                dnn.absorbs_input_scale(mul, layer):
+            found[id(layer)] = mul
+    return found
 
 
 def _grow(current: Cluster, later: Sequence[Layer], available: set[int], assigned: set[int]) -> None:

@@ -30,6 +30,19 @@ class DnnCall:
     #: the planned memory order of every non-plain tensor (id -> order), for modules whose post-ops need
     #: operands in the result's layout
     layouts: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    #: a `mul` before the anchor that scales its input 0 per sample and channel (squeeze-excitation's gate), which
+    #: the library folds into the weights (see `DnnModule.absorbs_input_scale`): the call reads ``source`` and
+    #: ``scale``, and the scaled tensor is never written
+    input_scale: Layer | None = None
+
+    @property
+    def source(self) -> Tensor:
+        """What the library reads as the anchor's input 0 (before the input scale, where there is one)."""
+        return scale_operands(self.input_scale)[0] if self.input_scale else self.anchor.inputs[0]
+
+    @property
+    def scale(self) -> Tensor | None:
+        return scale_operands(self.input_scale)[1] if self.input_scale else None
 
     def layout(self, t: Tensor) -> tuple[int, ...]:
         return self.layouts.get(id(t), tuple(range(t.rank)))
@@ -42,6 +55,12 @@ class DnnCall:
     def symbol(self) -> str:
         """A C identifier unique in the model (the call's handle, fill function...)."""
         return f"sol_dnn{self.index}"
+
+
+def scale_operands(mul: Layer) -> tuple[Tensor, Tensor]:
+    """(scaled tensor, factors) of a `mul` whose one operand has the result's shape and the other broadcasts."""
+    a, b = mul.inputs
+    return (a, b) if a.shape == mul.outputs[0].shape else (b, a)
 
 
 @dataclass
@@ -71,6 +90,11 @@ class DnnModule(abc.ABC):
     @abc.abstractmethod
     def fuses(self, call: DnnCall, value: Tensor, layer: Layer) -> bool:
         """Whether ``layer``, which reads the call's current result ``value``, becomes a post-op of ``call``."""
+
+    def absorbs_input_scale(self, mul: Layer, layer: Layer) -> bool:
+        """Whether the call running ``layer`` takes over ``mul``, the only producer and reader of its input 0, which
+        multiplies a tensor of that shape by factors per sample and channel (`scale_operands`)."""
+        return False
 
     def input_layout(self, layer: Layer, index: int) -> tuple[int, ...] | None:
         """The memory order the library wants for input ``index`` (None: plain row-major is fine)."""
