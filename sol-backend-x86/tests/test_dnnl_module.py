@@ -177,8 +177,8 @@ def _gated_conv(batch: object, channels: int, out: int, k: int, size: int, gate_
 
 @pytest.mark.parametrize("channels,out,k,size,gate_first,residual", [
     (24, 8, 1, 12, False, False),   # efficientnet's projection after the gate
-    (24, 24, 1, 12, True, True),    # gate * x, and a residual add as a binary post-op before the factors
-    (20, 12, 3, 24, False, False),  # a 3x3 kernel: zero padding; 20 channels: oneDNN pads its packed format
+    (24, 24, 1, 16, True, True),    # gate * x, and a residual add as a binary post-op before the factors
+    (20, 12, 3, 32, False, False),  # a 3x3 kernel: zero padding; 20 channels: oneDNN pads its packed format
 ])
 def test_squeeze_excitation_gate_is_folded_into_the_weights(channels: int, out: int, k: int, size: int,
                                                             gate_first: bool, residual: bool) -> None:
@@ -193,7 +193,7 @@ def test_squeeze_excitation_gate_is_folded_into_the_weights(channels: int, out: 
 @pytest.mark.parametrize("batch,size,enabled", [(BATCH, 12, True), (1, 4, True), (1, 12, False)])
 def test_squeeze_excitation_gate_stays_a_multiply(batch: object, size: int, enabled: bool,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """With a batch dimension, with weights bigger than a quarter of the scaled tensor (4x4 image), or with
+    """With a batch dimension, with weights bigger than 1/8 of the scaled tensor (4x4 image), or with
     x86::fold_input_scale off, the multiply is generated code before the call."""
     monkeypatch.setitem(sol.config, "x86::fold_input_scale", enabled)
     g = _gated_conv(batch, 24, 8, 1, size)
