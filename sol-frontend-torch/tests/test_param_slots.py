@@ -56,3 +56,28 @@ def test_non_contiguous_parameters_get_a_fresh_copy_each_call() -> None:
     pointers = slots.pointer_array(compiled)
     assert isinstance(pointers, list)
     assert pointers[0] != model[0].weight.data_ptr()  # a contiguous copy, kept alive by the slots
+
+
+def test_a_reassigned_parameter_sharing_the_old_storage_is_followed() -> None:
+    """Between assignments the tensors are not looked up again; an assignment (a registration hook) makes the slots
+    find the new object, whose in-place updates the old one would not show (same address, own version)."""
+    model, compiled = _model(), _Recorder()
+    slots = ParamSlots(model, ["0.weight"])
+    slots.pointer_array(compiled)
+    model[0].weight = torch.nn.Parameter(model[0].weight.data)  # same storage, a version counter of its own
+    slots.pointer_array(compiled)
+    prepared = len(compiled.prepared)
+    with torch.no_grad():
+        model[0].weight.add_(1.0)
+    slots.pointer_array(compiled)
+    assert len(compiled.prepared) == prepared + 1
+
+
+def test_data_assignment_is_seen_by_its_new_address() -> None:
+    model, compiled = _model(), _Recorder()
+    slots = ParamSlots(model, ["0.weight"])
+    slots.pointer_array(compiled)
+    model[0].weight.data = torch.ones(3, 4)  # no hook and no version bump: only the address changes
+    array = slots.pointer_array(compiled)
+    assert len(compiled.prepared) == 2
+    assert _addresses(array)[0] == model[0].weight.data_ptr()
