@@ -15,6 +15,7 @@ from sol.passes import (
     fuse_channel_shuffle,
     merge_relu_maxpool,
     permute_as_reshape,
+    pool_before_concat,
     pool_before_pointwise_conv,
     remove_dead_layers,
     remove_identity,
@@ -246,6 +247,45 @@ def test_avg_pool_stays_after_convs_it_does_not_commute_with() -> None:
     g.outputs = [p, c]
     pool_before_pointwise_conv(g)
     assert ops(g) == ["conv", "avg_pool"]
+
+
+MAX3 = {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1), "dilation": (1, 1), "ceil_mode": True}
+
+
+def _concat_then_pool(op: str, attrs: dict, axis: int, batch: object = BATCH) -> Graph:
+    g = Graph()
+    x = image_input(g, channels=4, size=9, batch=batch)
+    (a,) = g.add_layer("relu", [x], name="a")
+    (b,) = g.add_layer("exp", [x], name="b")
+    (c,) = g.add_layer("concat", [a, b, x], {"axis": axis}, name="cat")
+    (p,) = g.add_layer(op, [c], attrs, name="pool")
+    (y,) = g.add_layer("tanh", [p], name="after")
+    g.outputs = [y]
+    return g
+
+
+def test_pool_moves_before_a_channel_concatenation() -> None:
+    """Each part is pooled, then the (smaller) pooled parts are joined: padding, ceil_mode and a divisor rule
+    included, for max and average pooling, over channels (also given as a negative axis) or the batch."""
+    for op, attrs, axis in [("max_pool", MAX3, 1), ("avg_pool", {**AVG, "padding": (1, 1), "ceil_mode": True,
+                                                                     "count_include_pad": False}, -3),
+                            ("max_pool", MAX3, 0)]:
+        g = _concat_then_pool(op, attrs, axis)
+        before = copy.deepcopy(g)
+        pool_before_concat(g)
+        assert ops(g) == ["relu", "exp", op, op, op, "concat", "tanh"], (op, axis)
+        assert g.layers[5].outputs[0].shape == before.layers[3].outputs[0].shape  # the pool's old output
+        assert_same(before, g, [rand(2, 4, 9, 9)])
+
+
+def test_pool_stays_after_a_spatial_or_shared_concatenation() -> None:
+    g = _concat_then_pool("max_pool", MAX3, 2)  # joined along H: windows would span the seam
+    pool_before_concat(g)
+    assert ops(g) == ["relu", "exp", "concat", "max_pool", "tanh"]
+    g = _concat_then_pool("max_pool", MAX3, 1)
+    g.outputs = [*g.outputs, g.layers[2].outputs[0]]  # the joined tensor is read elsewhere too
+    pool_before_concat(g)
+    assert ops(g) == ["relu", "exp", "concat", "max_pool", "tanh"]
 
 
 def _shuffle_graph(perm: tuple[int, ...], batch: object = BATCH) -> Graph:

@@ -10,6 +10,7 @@ from .constant_folding import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dead_layers import remove_dead_layers
 from .permute_as_reshape import permute_as_reshape
+from .pool_before_concat import pool_before_concat
 from .pool_before_pointwise_conv import pool_before_pointwise_conv
 from .relu_maxpool import merge_relu_maxpool
 from .remove_identity import remove_identity
@@ -26,6 +27,7 @@ INFERENCE_PASSES = (
     permute_as_reshape,
     merge_relu_maxpool,
     pool_before_pointwise_conv,
+    pool_before_concat,
     eliminate_common_subexpressions,
     remove_dead_layers,
 )
@@ -38,6 +40,6 @@ def run_inference_passes(graph: Graph) -> Graph:
 
 
 __all__ = [
-    "INFERENCE_PASSES", "batch_norm_as_scale_shift", "eliminate_common_subexpressions", "fold_batch_norm", "fold_constants", "fuse_channel_shuffle", "merge_relu_maxpool", "permute_as_reshape", "pool_before_pointwise_conv",
+    "INFERENCE_PASSES", "batch_norm_as_scale_shift", "eliminate_common_subexpressions", "fold_batch_norm", "fold_constants", "fuse_channel_shuffle", "merge_relu_maxpool", "permute_as_reshape", "pool_before_concat", "pool_before_pointwise_conv",
     "remove_dead_layers", "remove_identity", "run_inference_passes",
 ]
