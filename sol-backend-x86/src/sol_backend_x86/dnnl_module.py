@@ -188,12 +188,13 @@ class OneDnnModule(DnnModule):
         if anchor.op in ("conv", "conv_transpose"):
             r = x.rank - 2
             groups = int(anchor.attrs.get("groups", 1))
-            # an input scale is folded into oneDNN's packed weights, which SOL's own kernels do not read
+            # an input scale is folded into oneDNN's packed weights, which Winograd's do not share (grouped
+            # convolutions never take one: input_scale.foldable)
             algorithm = winograd.choose(anchor, call.post_ops, self.tuner) if call.input_scale is None else DIRECT
             if algorithm != DIRECT:
                 lines.append(f"d->algorithm = {winograd.C_NAMES[algorithm]};  // SOL's {winograd.NAMES[algorithm]}: "
                              "see sol_winograd.h")
-            elif call.input_scale is None and grouped.choose(anchor, call.post_ops, self.tuner):
+            elif grouped.choose(anchor, call.post_ops, self.tuner):
                 lines.append("d->algorithm = SOL_DNNL_GROUPED;  // SOL's grouped/depthwise kernel: see sol_grouped.h")
             lines += _tensor("d->src", x.shape, kc.layout(x))
             lines += _tensor("d->dst", out.shape, kc.layout(out))

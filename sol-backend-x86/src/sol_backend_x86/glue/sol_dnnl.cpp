@@ -157,6 +157,7 @@ struct Call {
   // src_scale (sol_dnnl.h): for each float of the packed weights, the input channel it multiplies, and the buffer
   // the weights times the call's factors go to
   bool src_scale = false;
+  int factors_at = 0;  // the factors' index in post_src: after the binary post-ops' operands
   std::vector<int32_t> channel_of;
   std::vector<float> scaled;
 
@@ -510,6 +511,7 @@ void* sol_dnnl_create(sol_dnnl_fill fill, int64_t batch) {
     call->static_weights = d.static_weights != 0;
     call->user_weights = dense(d.weights);
     call->src_scale = d.src_scale != 0;
+    for (int i = 0; i < d.npost; ++i) call->factors_at += d.post[i].kind == SOL_DNNL_BINARY;
     if (call->src_scale && (d.op != SOL_DNNL_CONV || !d.static_weights || d.weights.ndims != d.src.ndims ||
                             d.src.dims[0] != 1 || d.algorithm != SOL_DNNL_DIRECT)) {
       last_error = "an input-channel scale needs a forward convolution with static weights, no groups and batch 1";
@@ -642,10 +644,7 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
     const float* factors = nullptr;
     if (call->src_scale) {
       if (batch != 1) throw std::runtime_error("an input-channel scale needs batch 1");
-      int binaries = 0;
-      const sol_dnnl_desc& d = call->at(batch).second;
-      for (int i = 0; i < d.npost; ++i) binaries += d.post[i].kind == SOL_DNNL_BINARY;
-      factors = static_cast<const float*>(post_src[binaries]);
+      factors = static_cast<const float*>(post_src[call->factors_at]);
     }
     std::unique_lock<std::mutex> owner(call->run_lock, std::try_to_lock);
     if (owner.owns_lock()) {  // the usual case: one model runs this call at a time

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from ..ir import Graph, Layer, Tensor
 from .dnn import DnnCall, DnnModule, scale_operands
-from .layout import Layouts, plan_layouts
+from .layout import Layouts, plain, plan_layouts, same_memory
 from .lowering import lower_layers
 
 ALIAS_OPS = frozenset({"reshape"})
@@ -148,8 +148,9 @@ def _input_scales(layers: Sequence[Layer], dnn: DnnModule, static: frozenset[int
         if readers.get(id(scaled), 0) != 1 or id(scaled) in output_ids or not runs_in_library(dnn, layer, static):
             continue
         source, _ = scale_operands(mul)
-        if source.shape == scaled.shape and layouts.get(id(source)) == layouts.get(id(scaled)) and \
-                dnn.absorbs_input_scale(mul, layer):
+        plain_order = plain(scaled.rank)
+        if source.shape == scaled.shape and dnn.absorbs_input_scale(mul, layer) and same_memory(
+                scaled, layouts.get(id(source), plain_order), layouts.get(id(scaled), plain_order)):
             found[id(layer)] = mul
     return found
 
