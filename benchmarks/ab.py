@@ -7,7 +7,7 @@ A change that makes SOL a few percent faster is smaller than the run-to-run
 noise of a shared or virtualized machine (rows of `bench.py` have moved by
 10-30% between two runs on this project's 2-core VMs). So this compiles the model twice, with the
 boolean `sol.config` key set to True and to False, and then runs the two
-alternately: each round times `--calls` calls of each (median), the order
+alternately (the key set as at its compile, for settings read per call): each round times `--calls` calls of each (median), the order
 flipping every round, and the result is the median of the per-round ratios
 off/on with its interquartile range. A slow phase of the machine that spans a
 round hits both alike and cancels out of that round's ratio.
@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 import sol.pytorch as sol
 import torch
+from sol_frontend_torch import native_reader
 from sol_frontend_torch.zoo import MODELS, build
 
 
@@ -51,6 +52,7 @@ def compare(name: str, key: str, rounds: int, calls: int, batch: int) -> dict[st
         off = sol.optimize(model, x)
     finally:
         sol.config[key] = previous
+    native_reader.wait()  # SOL's background build of its parameter reader is done before anything is timed
     with torch.no_grad():
         reference, y_on, y_off = model(x), on(x), off(x)
         for _ in range(3):  # warm-up: first-call allocations, thread start-up
@@ -59,7 +61,11 @@ def compare(name: str, key: str, rounds: int, calls: int, batch: int) -> dict[st
         for r in range(rounds):
             order = (("on", on), ("off", off)) if r % 2 == 0 else (("off", off), ("on", on))
             for label, compiled in order:
-                seconds[label].append(median_seconds(lambda m=compiled: m(x), calls))
+                sol.config[key] = label == "on"  # also for settings read per call, not only at compile time
+                try:
+                    seconds[label].append(median_seconds(lambda m=compiled: m(x), calls))
+                finally:
+                    sol.config[key] = previous
     ratios = [b / a for a, b in zip(seconds["on"], seconds["off"], strict=True)]
     quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
     return {

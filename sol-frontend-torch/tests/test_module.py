@@ -46,7 +46,7 @@ def test_outputs_structure_and_any_batch(frontend: TorchFrontend) -> None:
             _close(sol_model(x), model(x))
 
 
-def test_state_dict_round_trip(frontend: TorchFrontend) -> None:
+def test_state_dict_round_trip(frontend: TorchFrontend, param_check: str) -> None:
     model, sol_model, compiled = _wrapped(frontend)
     assert sol_model.state_dict().keys() == model.state_dict().keys()
     assert sol_model.features[0].weight is model.features[0].weight  # shared, not copied
@@ -89,7 +89,7 @@ def test_backward_in_eval_mode_gives_eager_gradients(frontend: TorchFrontend) ->
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-6)
 
 
-def test_wrapper_keeps_working_after_deepcopy_of_original(frontend: TorchFrontend) -> None:
+def test_wrapper_keeps_working_after_deepcopy_of_original(frontend: TorchFrontend, param_check: str) -> None:
     model, sol_model, _ = _wrapped(frontend)
     snapshot = copy.deepcopy(model.state_dict())
     with torch.no_grad():

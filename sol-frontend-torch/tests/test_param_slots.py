@@ -1,12 +1,23 @@
-"""ParamSlots.pointer_array: one cached pointer array per call, rebuilt (and re-prepared) whenever a parameter changed."""
+"""ParamSlots.pointer_array: one cached pointer array per call, rebuilt (and re-prepared) whenever a parameter changed.
+
+Every test runs twice: with the per-call check in Python, and with the compiled native_reader.
+"""
 
 from __future__ import annotations
 
 import ctypes
 from typing import Any
 
+import pytest
+import sol
 import torch
+from sol_frontend_torch import native_reader
 from sol_frontend_torch.params import ParamSlots
+
+
+@pytest.fixture(autouse=True)
+def check(param_check: str) -> str:  # every test, both ways (conftest.param_check)
+    return param_check
 
 
 class _Recorder:
@@ -81,3 +92,39 @@ def test_data_assignment_is_seen_by_its_new_address() -> None:
     array = slots.pointer_array(compiled)
     assert len(compiled.prepared) == 2
     assert _addresses(array)[0] == model[0].weight.data_ptr()
+
+
+def test_the_native_reader_is_used_once_loaded(check: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    model, compiled = _model(), _Recorder()
+    slots = ParamSlots(model, ["0.weight", "0.bias"])
+    first = slots.pointer_array(compiled)
+    calls = []
+    reader = native_reader._reader
+    if reader is not None:
+        monkeypatch.setattr(native_reader, "_reader", lambda *args: calls.append(args) or reader(*args))
+    assert slots.pointer_array(compiled) is first
+    with torch.no_grad():
+        model[0].bias.mul_(2.0)
+    slots.pointer_array(compiled)
+    assert len(calls) == (2 if check == "native" else 0)
+    assert len(compiled.prepared) == 2
+
+
+def test_a_tensor_the_reader_cannot_read_leaves_the_check_to_python(check: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    model, compiled = _model(), _Recorder()
+    slots = ParamSlots(model, ["0.weight"])
+    slots.pointer_array(compiled)
+    if native_reader._reader is not None:
+        # what it answers for an inference tensor or a wrapper subclass
+        monkeypatch.setattr(native_reader, "_reader", lambda *args: -1)
+    with torch.no_grad():
+        model[0].weight.add_(1.0)
+    slots.pointer_array(compiled)
+    slots.pointer_array(compiled)
+    assert len(compiled.prepared) == 2
+    assert slots._native is (check == "python")
+
+
+def test_the_setting_turns_the_reader_off() -> None:
+    sol.config[native_reader.READER_KEY.name] = False
+    assert native_reader.loaded() is None

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import sol
+from sol.records import ConfigKey
 
 from .frontend import TorchFrontend
+from .native_reader import READER_KEY
 
 
 @sol.hookimpl
 def sol_frontends() -> list[TorchFrontend]:
     return [TorchFrontend()]
+
+
+@sol.hookimpl
+def sol_config_keys() -> list[ConfigKey]:
+    return [READER_KEY]
