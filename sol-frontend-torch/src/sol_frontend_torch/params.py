@@ -124,8 +124,9 @@ class ParamSlots:
     def pointer_array(self, compiled: Any) -> ctypes.Array[ctypes.c_void_p] | list[int]:
         """The parameter pointers of one inference call, prepared; the same ctypes array while nothing changed.
 
-        The per-call work is reading each tensor's version and address; the array
-        is rebuilt (and ``compiled`` re-prepared) only when one of them changed.
+        The per-call work is reading each tensor's version and address (in one C
+        call once native_reader is loaded, else in Python); the array is rebuilt
+        (and ``compiled`` re-prepared) only when one of them changed.
         A non-contiguous parameter needs a contiguous copy per call: then a plain
         list is returned (and checked by ``compiled.run``), the copies kept alive here.
         """
