@@ -70,9 +70,11 @@ def start() -> None:
 def loaded() -> Reader | None:
     """The helper when it is loaded, verified and turned on; None otherwise (the caller checks in Python)."""
     reader = _reader
-    if reader is None or not sol.config[READER_KEY.name]:
+    if reader is None:
+        if _thread is None:  # turned on after the first sol.optimize: build it now
+            start()
         return None
-    return reader
+    return reader if sol.config[READER_KEY.name] else None
 
 
 def wait(timeout: float | None = None) -> Reader | None:
