@@ -75,3 +75,25 @@ def test_gradient_of_a_non_scalar_output() -> None:
     np.testing.assert_allclose(y, np.maximum(x @ w, 0), rtol=1e-5)
     np.testing.assert_allclose(dx, mask @ w.T, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(dw, x.T @ mask, rtol=1e-5, atol=1e-6)
+
+
+def _lrn(x: np.ndarray, size: int, alpha: float, beta: float, bias: float) -> np.ndarray:
+    """The ONNX spec's LRN in float64 (onnx.reference's loops over the batch instead of the channels, and is 4-D only)."""
+    before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+    squares = x.astype(np.float64) ** 2
+    total = np.zeros_like(squares)
+    for c in range(x.shape[1]):
+        total[:, c] = squares[:, max(0, c - before):c + after + 1].sum(axis=1)
+    return (x / (bias + alpha / size * total) ** beta).astype(np.float32)
+
+
+@pytest.mark.parametrize(("size", "shape"), [(5, [1, 8, 6, 7]), (4, [2, 3, 5]), (1, [1, 4, 3, 3]), (3, [1, 2, 2, 2, 3])])
+def test_lrn_matches_the_onnx_spec(size: int, shape: list[int]) -> None:
+    """The channel window as shifted slices: odd and even sizes, windows wider than the channels, 1-3 spatial dims."""
+    f = TensorProto.FLOAT
+    node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=0.02, beta=0.75, bias=2.0)
+    graph = helper.make_graph([node], "lrn", [_value("x", f, shape)], [_value("y", f, shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    x = (3 * RNG.standard_normal(shape)).astype(np.float32)
+    got = backend.prepare(model).run({"x": x})[0]
+    np.testing.assert_allclose(got, _lrn(x, size, alpha=0.02, beta=0.75, bias=2.0), rtol=1e-5, atol=1e-6)

@@ -195,20 +195,19 @@ def lrn(ctx: Any) -> Tensor:
     x = ctx.need(0)
     size = int(ctx.attr("size"))
     alpha, beta, bias = float(ctx.attr("alpha", 1e-4)), float(ctx.attr("beta", 0.75)), float(ctx.attr("bias", 1.0))
-    n, c = x.shape[0], x.shape[1]
+    c = x.shape[1]
     rest = list(x.shape[2:])
-    pixels: Any = 1
-    for s in rest:
-        pixels = pixels * s
     squares = ctx.one("mul", [x, x])
-    # the channel window as a 1-D pooling over a [N, 1, C, pixels] view
-    view = ctx.one("reshape", [squares], {"shape": (n, 1, c, pixels)})
+    # the channel window as a sum of `size` channel-shifted slices of the zero-padded squares: elementwise along
+    # the channels, so the whole normalization fuses into one loop in any layout (a pooling over a [N, 1, C, pixels]
+    # view needed the channels moved into a spatial dim and back: copies in channels-last)
     before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
-    padded = ctx.one("pad", [view], {"pads": ((0, 0), (0, 0), (before, after), (0, 0)), "mode": "constant", "value": 0.0})
-    mean = ctx.one("avg_pool", [padded], {"kernel": (size, 1), "stride": (1, 1), "padding": (0, 0),
-                                          "ceil_mode": False, "count_include_pad": True})
-    window = ctx.one("reshape", [mean], {"shape": tuple(x.shape)})
-    # mean * size * alpha / size = mean * alpha
-    scaled = ctx.one("add", [ctx.one("mul", [window, scalar(ctx, alpha, x)]), scalar(ctx, bias, x)])
+    pads = ((0, 0), (before, after), *[(0, 0)] * len(rest))
+    padded = ctx.one("pad", [squares], {"pads": pads, "mode": "constant", "value": 0.0}) if size > 1 else squares
+    total = None
+    for k in range(size):
+        shifted = ctx.one("slice", [padded], {"axis": 1, "start": k, "stop": k + c, "step": 1}) if size > 1 else padded
+        total = shifted if total is None else ctx.one("add", [total, shifted])
+    scaled = ctx.one("add", [ctx.one("mul", [total, scalar(ctx, alpha / size, x)]), scalar(ctx, bias, x)])
     return ctx.one("div", [x, ctx.one("pow", [scaled, scalar(ctx, beta, x)])])
 
