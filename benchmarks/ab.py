@@ -7,7 +7,8 @@ A change that makes SOL a few percent faster is smaller than the run-to-run
 noise of a shared or virtualized machine (rows of `bench.py` have moved by
 10-30% between two runs on this project's 2-core VMs). So this compiles the model twice, with the
 boolean `sol.config` key set to True and to False, and then runs the two
-alternately (the key set as at its compile, for settings read per call): each round times `--calls` calls of each (median), the order
+alternately, with the key set as at each one's compile (for settings read
+per call): each round times `--calls` calls of each (median), the order
 flipping every round, and the result is the median of the per-round ratios
 off/on with its interquartile range. A slow phase of the machine that spans a
 round hits both alike and cancels out of that round's ratio.

@@ -63,8 +63,8 @@ class ParamSlots:
         #: every tensor sits in a _parameters/_buffers dict: `live` can map dict.get over them at C speed
         self._mapped = all(store is not None for store in self._stores)
         self._prepared: dict[int, tuple[tuple[int, int], ...]] = {}
-        #: per compiled model, the last call's whose tensors were all contiguous: versions, pointers, and the
-        #: ctypes arrays of both (the pointers' is the one passed to the compiled code; native_reader updates both)
+        #: per compiled model, its last call whose tensors were all contiguous (see _Arrays; the pointer array is
+        #: the one passed to the compiled code)
         self._arrays: dict[int, _Arrays] = {}
         #: False once native_reader could not read one of these tensors (an inference tensor): Python checks then
         self._native = True
@@ -152,8 +152,8 @@ class ParamSlots:
             self._arrays.pop(id(compiled), None)
             self._keepalive = contiguous
             return pointers
-        self._arrays[id(compiled)] = _Arrays(tensors, versions, addresses)
-        return self._arrays[id(compiled)].pointers
+        arrays = self._arrays[id(compiled)] = _Arrays(tensors, versions, addresses)
+        return arrays.pointers
 
     def pointers(self, compiled: Any, tensors: list[torch.Tensor]) -> list[int]:
         """Pointers for ``compiled``, running its prepare program first when a parameter changed since its last one."""

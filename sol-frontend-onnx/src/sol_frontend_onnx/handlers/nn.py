@@ -201,13 +201,15 @@ def lrn(ctx: Any) -> Tensor:
     # the channel window as a sum of `size` channel-shifted slices of the zero-padded squares: elementwise along
     # the channels, so the whole normalization fuses into one loop in any layout (a pooling over a [N, 1, C, pixels]
     # view needed the channels moved into a spatial dim and back: copies in channels-last)
-    before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
-    pads = ((0, 0), (before, after), *[(0, 0)] * len(rest))
-    padded = ctx.one("pad", [squares], {"pads": pads, "mode": "constant", "value": 0.0}) if size > 1 else squares
-    total = None
-    for k in range(size):
-        shifted = ctx.one("slice", [padded], {"axis": 1, "start": k, "stop": k + c, "step": 1}) if size > 1 else padded
-        total = shifted if total is None else ctx.one("add", [total, shifted])
+    total = squares
+    if size > 1:
+        before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+        pads = ((0, 0), (before, after), *[(0, 0)] * len(rest))
+        padded = ctx.one("pad", [squares], {"pads": pads, "mode": "constant", "value": 0.0})
+        slices = [ctx.one("slice", [padded], {"axis": 1, "start": k, "stop": k + c, "step": 1}) for k in range(size)]
+        total = slices[0]
+        for shifted in slices[1:]:
+            total = ctx.one("add", [total, shifted])
     scaled = ctx.one("add", [ctx.one("mul", [total, scalar(ctx, alpha / size, x)]), scalar(ctx, bias, x)])
     return ctx.one("div", [x, ctx.one("pow", [scaled, scalar(ctx, beta, x)])])
 
