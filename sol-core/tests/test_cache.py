@@ -175,6 +175,18 @@ def test_failed_build_is_kept_and_removed_by_next_build(cache_dir: Path, warning
     assert not kept[0].exists()
 
 
+def test_cancelled_build_leaves_nothing_and_warns_nothing(cache_dir: Path, warnings: pytest.LogCaptureFixture) -> None:
+    def cancelled(tmp: Path) -> None:
+        (tmp / "half.o").write_text("")
+        raise cache.BuildCancelled("the process is ending")
+
+    with pytest.raises(cache.BuildCancelled):
+        cache.get_or_build(KEY, cancelled)
+    assert not list((cache_dir / "v1" / "tmp").glob(f"{KEY}.*"))
+    assert cache.lookup(KEY) is None
+    assert "failed" not in warnings.text
+
+
 # -- corruption -------------------------------------------------------------------
 
 

@@ -58,7 +58,7 @@ import platformdirs
 from . import log
 from .errors import SolCacheError
 
-__all__ = ["CacheEntry", "CacheInfo", "clear", "get_or_build", "info", "lookup", "path", "store"]
+__all__ = ["BuildCancelled", "CacheEntry", "CacheInfo", "clear", "get_or_build", "info", "lookup", "path", "store"]
 
 _log = log.get("cache")
 
@@ -70,6 +70,11 @@ _SHARD_RE = re.compile(r"[0-9a-f]{2}")
 # A build holding a lock longer than this gets an INFO line in the waiting process,
 # so a "hang" behind a long compile in another process is explained.
 _LOCK_NOTICE_S = 2.0
+
+
+class BuildCancelled(Exception):
+    """Raised by a ``build`` callable that gave up on purpose (e.g. the process is exiting): not a failure, so its
+    directory is removed and nothing is logged as a warning."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,7 +235,8 @@ def get_or_build(key: str, build: Callable[[Path], Mapping[str, Any] | None]) ->
     may return None for no metadata. Concurrent callers (threads or processes)
     wait for one build instead of building the same key twice. If ``build``
     raises, its directory is kept for inspection (its path is logged) until
-    the next build of the key, and the exception propagates.
+    the next build of the key, and the exception propagates; a `BuildCancelled`
+    propagates too, but its directory is removed.
     """
     _check_key(key)
     if not _enabled():
@@ -457,6 +463,10 @@ def _publish(layout: Path, key: str, work: Path, metadata: Mapping[str, Any] | N
 def _run_build(build: Callable[[Path], Mapping[str, Any] | None], work: Path, key: str) -> Mapping[str, Any] | None:
     try:
         return build(work)
+    except BuildCancelled as cancelled:
+        _log.debug("building cache entry %s was cancelled: %s", key, cancelled)
+        _remove(work)
+        raise
     except BaseException:
         _log.warning("building cache entry %s failed; its files are kept in %s", key, work)
         raise

@@ -63,7 +63,10 @@ def start() -> None:
         return
     with _lock:
         if _thread is None:
-            _thread = threading.Thread(target=_load_quietly, name="sol-native-reader", daemon=True)
+            # not a daemon: Python would stop a daemon thread at exit wherever it is, and stopped inside torch's C++
+            # code it aborts the process ("terminate called without an active exception"); this one is joined
+            # instead, after it has given up any compile still running (_compile)
+            _thread = threading.Thread(target=_load_quietly, name="sol-native-reader", daemon=False)
             _thread.start()
 
 
@@ -115,10 +118,9 @@ def _load() -> Reader:
 
     def build(directory: Path) -> dict[str, str]:
         library = directory / LIBRARY_NAME
-        done = subprocess.run([*command, str(SOURCE), "-o", str(library), *link],
-                              capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"compiling {SOURCE.name} failed:\n{(done.stdout + done.stderr)[-2000:]}")
+        returncode, output = _compile([*command, str(SOURCE), "-o", str(library), *link])
+        if returncode != 0:
+            raise RuntimeError(f"compiling {SOURCE.name} failed:\n{output[-2000:]}")
         return {"torch": torch.__version__}
 
     entry = sol.cache.get_or_build(key, build)
@@ -127,6 +129,21 @@ def _load() -> Reader:
     function.restype = ctypes.c_long
     function.argtypes = [ctypes.py_object, ctypes.c_void_p, ctypes.c_void_p]
     return function
+
+
+def _compile(argv: list[str]) -> tuple[int, str]:
+    """(exit status, output) of the compiler; stops it when the main thread has finished, so a process that
+    ends before the 7 s build is done exits at once instead of waiting for a helper it will never use."""
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process:
+        while True:
+            try:
+                output, _ = process.communicate(timeout=0.1)
+                return process.returncode, output
+            except subprocess.TimeoutExpired:
+                if not threading.main_thread().is_alive():
+                    process.kill()
+                    process.communicate()
+                    raise sol.cache.BuildCancelled("the process ended before the build") from None
 
 
 def _verify(reader: Reader) -> None:
