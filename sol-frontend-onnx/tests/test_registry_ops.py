@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 import onnx
 import pytest
+import sol
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 from sol_frontend_onnx import backend
@@ -97,3 +98,40 @@ def test_lrn_matches_the_onnx_spec(size: int, shape: list[int]) -> None:
     x = (3 * RNG.standard_normal(shape)).astype(np.float32)
     got = backend.prepare(model).run({"x": x})[0]
     np.testing.assert_allclose(got, _lrn(x, size, alpha=0.02, beta=0.75, bias=2.0), rtol=1e-5, atol=1e-6)
+
+
+def _max_pool(x: np.ndarray, kernel: int, stride: int, pads: list[int], ceil_mode: bool) -> np.ndarray:
+    """ONNX MaxPool over 2 square dims by its definition (onnx.reference miscounts asymmetric pads): pad with
+    -inf, slide the window; with ceil_mode a last partial window counts if it starts inside the padded input."""
+    padded = np.pad(x, [(0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])], constant_values=-np.inf)
+    counts = []
+    for size in padded.shape[2:]:
+        span = size - kernel
+        count = (-(-span // stride) if ceil_mode else span // stride) + 1
+        counts.append(count - 1 if ceil_mode and (count - 1) * stride >= size else count)
+    out = np.empty((*x.shape[:2], *counts), dtype=x.dtype)
+    for i in range(counts[0]):
+        for j in range(counts[1]):
+            window = padded[:, :, i * stride:i * stride + kernel, j * stride:j * stride + kernel]
+            out[:, :, i, j] = window.max(axis=(2, 3))
+    return out
+
+
+@pytest.mark.parametrize(("size", "kernel", "stride", "pads", "ceil_mode", "explicit_pad"), [
+    (111, 3, 2, [0, 0, 1, 1], 0, False),  # Caffe's ceil-mode sizes (Inception-v2): the ceil_mode windows
+    (112, 3, 2, [0, 0, 1, 1], 0, False),
+    (9, 3, 1, [1, 1, 2, 2], 0, True),     # one more window than ceil_mode would give: padded explicitly
+    (10, 3, 2, [0, 0, 1, 1], 1, False),   # asymmetric and ceil_mode together
+    (11, 3, 2, [1, 1, 0, 0], 0, True),    # more padding at the start
+])
+def test_asymmetric_max_pool_padding_matches_onnx_reference(size: int, kernel: int, stride: int, pads: list[int],
+                                                            ceil_mode: int, explicit_pad: bool) -> None:
+    f = TensorProto.FLOAT
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[kernel, kernel], strides=[stride, stride], pads=pads,
+                            ceil_mode=ceil_mode)
+    graph = helper.make_graph([node], "pool", [_value("x", f, [1, 4, size, size])], [_value("y", f, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    x = RNG.standard_normal((1, 4, size, size)).astype(np.float32)
+    compiled = sol.optimize(model, x)
+    np.testing.assert_array_equal(compiled(x), _max_pool(x, kernel, stride, pads, bool(ceil_mode)))
+    assert any(layer.op == "pad" for layer in compiled.compiled.graph.layers) == explicit_pad

@@ -119,6 +119,35 @@ def _lowest(dtype: str) -> float | int:
     return -np.inf if dtype.startswith("float") else int(np.iinfo(np.dtype(dtype)).min)
 
 
+def _window_count(size: int, kernel: int, stride: int, dilation: int, pad_begin: int, pad_total: int,
+                  ceil_mode: bool) -> int:
+    """Windows of a pool along one axis, by the registry's (PyTorch's) rule: with ceil_mode, the last window
+    must start inside the input or the left padding."""
+    span = size + pad_total - dilation * (kernel - 1) - 1
+    count = (-(-span // stride) if ceil_mode else span // stride) + 1
+    if ceil_mode and (count - 1) * stride >= size + pad_begin:
+        count -= 1
+    return count
+
+
+def _same_windows_in_ceil_mode(x: Tensor, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
+                               padding: Sequence[tuple[int, int]], ceil_mode: bool) -> bool:
+    """Whether a max pool padded more at the end than at the start (Caffe's converted models: pads [0, 0, 1, 1]
+    for ceil-mode sizes) has the windows of the symmetric begin padding with ceil_mode.
+
+    The windows start at the same positions; the pool clips a window to the input, which for a maximum is the
+    same as padding with the lowest value. So the explicit pad, a copy of the whole input, is not needed
+    (Inception-v2: 0.1 ms of 9)."""
+    sizes = x.shape[2:]
+    if not all(isinstance(size, int) for size in sizes):
+        return False
+    for size, k, s, d, (begin, end) in zip(sizes, kernel, strides, dilations, padding, strict=True):
+        explicit = _window_count(int(size) + begin + end, k, s, d, 0, 0, ceil_mode)  # the padded input's pool
+        if end < begin or explicit != _window_count(int(size), k, s, d, begin, 2 * begin, True):
+            return False
+    return True
+
+
 @handler("MaxPool")
 def max_pool(ctx: Any) -> Tensor | list[Tensor]:
     x = ctx.need(0)
@@ -131,7 +160,9 @@ def max_pool(ctx: Any) -> Tensor | list[Tensor]:
                  "dilation": tuple(dilations), "ceil_mode": ceil_mode, "storage_order": int(ctx.attr("storage_order", 0))}
         return ctx.layer("max_pool_indices", [x], attrs)
     symmetric = [b for b, _ in padding]
-    if any(b != e for b, e in padding):
+    if any(b != e for b, e in padding) and _same_windows_in_ceil_mode(x, kernel, strides, dilations, padding, ceil_mode):
+        ceil_mode = True
+    elif any(b != e for b, e in padding):
         # asymmetric padding: pad explicitly with the lowest value
         full = tuple([(0, 0), (0, 0)] + list(padding))
         x = ctx.one("pad", [x], {"pads": full, "mode": "constant", "value": _lowest(x.dtype)})

@@ -12,6 +12,13 @@ def _lowest(dtype: str, t: str) -> str:
     return "(-INFINITY)" if dtype.startswith("float") else f"std::numeric_limits<{t}>::lowest()"
 
 
+def _window_acc_type(t: str, is_max: bool) -> str:
+    """The accumulator of a windowed pool. A float average sums a few taps (9 for 3x3) in float, as PyTorch's
+    own CPU kernels do: a double accumulator halves the SIMD width and adds two conversions per tap, which made
+    Inception's 3x3 average pools 3x slower than ONNX Runtime's. Other types sum in double."""
+    return t if is_max or t == "float" else "double"
+
+
 @kernel("max_pool", "avg_pool")
 def pool(layer: Layer, kc: KernelContext) -> list[Node]:
     x, out = layer.inputs[0], layer.outputs[0]
@@ -25,7 +32,7 @@ def pool(layer: Layer, kc: KernelContext) -> list[Node]:
     ovars = index_vars("i", out.rank)
     ins = [cexpr.size(s) for s in x.shape[lead:]]
     is_max = layer.op == "max_pool"
-    acc_t = t if is_max else "double"
+    acc_t = _window_acc_type(t, is_max)
     if lead == 2 and kc.layout(out) == kc.layout(x) == (0, *range(2, x.rank), 1):
         return _pool_channels_last(layer, kc)
     in_index = ovars[:lead] + [f"h{d}" for d in range(r)]
@@ -39,10 +46,10 @@ def pool(layer: Layer, kc: KernelContext) -> list[Node]:
     if is_max:
         value = "acc"
     elif layer.attrs.get("divisor_override"):
-        value = f"({t})(acc / {float(layer.attrs['divisor_override'])!r})"
+        value = f"({t})(acc / ({acc_t}){float(layer.attrs['divisor_override'])!r})"
     else:
         body += _divisor(layer, kernel_sizes, stride, pads, ins, ovars[lead:], dilation)
-        value = f"({t})(acc / (double)cnt)"
+        value = f"({t})(acc / ({acc_t})cnt)"
     body.append(Emit(value, tuple(ovars)))
     return nest_in_order(ovars, [cexpr.size(s) for s in out.shape], body, kc.layout(out), vector_last=False)
 
@@ -88,24 +95,33 @@ def _pool_channels_last(layer: Layer, kc: KernelContext) -> list[Node]:
     ins = [cexpr.size(s) for s in x.shape[2:]]
     positions = [f"o{d}" for d in range(r)]
     is_max = layer.op == "max_pool"
-    acc_t = t if is_max else "double"
+    acc_t = _window_acc_type(t, is_max)
     xv = kc.load(x, ["n", "c", *[f"h{d}" for d in range(r)]])
     update = f"acc[c] = sol_max<{t}>(acc[c], {xv});" if is_max else f"acc[c] += {xv};"
     inner: list[Node] = [Loop("c", str(channels), [Stmt(update)], vector=True)]
+    bounds: list[Node] = []
     for d in reversed(range(r)):
-        check = Stmt(f"const int64_t h{d} = o{d} * {stride[d]} - {pads[d]} + k{d} * {dilation[d]}; "
+        start = f"o{d} * {stride[d]} - {pads[d]}"
+        if dilation[d] == 1:
+            # the taps inside the input, computed once per window: no test per tap (Inception's 3x3 average
+            # pools over 192 channels: 23.9 -> 18.3 us in a C++ loop of the same code)
+            bounds.insert(0, Stmt(f"const int64_t b{d} = sol_max<int64_t>({start}, 0), "
+                                  f"e{d} = sol_min<int64_t>({start} + {kernel_sizes[d]}, {ins[d]});"))
+            inner = [Loop(f"h{d}", f"e{d}", inner, start=f"b{d}")]
+            continue
+        check = Stmt(f"const int64_t h{d} = {start} + k{d} * {dilation[d]}; "
                      f"if (h{d} < 0 || h{d} >= {ins[d]}) continue;")
         inner = [Loop(f"k{d}", str(kernel_sizes[d]), [check, *inner])]
     init = _lowest(out.dtype, t) if is_max else "0"
-    body: list[Node] = [Stmt(f"alignas(64) {acc_t} acc[{channels}];"),
+    body: list[Node] = [*bounds, Stmt(f"alignas(64) {acc_t} acc[{channels}];"),
                         Loop("c", str(channels), [Stmt(f"acc[c] = {init};")], vector=True), *inner]
     if is_max:
         value = "acc[c]"
     elif layer.attrs.get("divisor_override"):
-        value = f"({t})(acc[c] / {float(layer.attrs['divisor_override'])!r})"
+        value = f"({t})(acc[c] / ({acc_t}){float(layer.attrs['divisor_override'])!r})"
     else:
         body += _divisor(layer, kernel_sizes, stride, pads, ins, positions, dilation)
-        value = f"({t})(acc[c] / (double)cnt)"
+        value = f"({t})(acc[c] / ({acc_t})cnt)"
     body.append(Loop("c", str(channels), [Emit(value, ("n", "c", *positions))], vector=True))
     return nest(["n", *positions], [cexpr.size(out.shape[0]), *(cexpr.size(s) for s in out.shape[2:])], [Block(body)],
                 vector_last=False)
