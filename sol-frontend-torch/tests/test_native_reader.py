@@ -45,3 +45,18 @@ def test_processes_ending_while_the_reader_loads_exit_cleanly() -> None:
             sol.optimize(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()), torch.randn(2, 8))
         """)
         assert child.returncode == 0, child.stderr[-2000:]
+
+
+def test_loading_the_plugin_does_not_import_torch() -> None:
+    # the plugin loader reads the reader's setting in every process that calls sol.optimize, ONNX-only ones too:
+    # importing torch there cost 1.3 s of an ONNX model's 1.9 s cached load
+    child = run_child("""
+        import sys
+        import sol
+        from sol.plugins import registry
+        assert "pytorch" in registry().frontends
+        assert "pytorch::native_reader" in sol.config
+        print("torch" in sys.modules)
+    """)
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert child.stdout.strip() == "False"

