@@ -89,6 +89,27 @@ def test_backward_in_eval_mode_gives_eager_gradients(frontend: TorchFrontend) ->
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-6)
 
 
+def test_gradient_targets_follow_requires_grad_and_reassigned_parameters(frontend: TorchFrontend) -> None:
+    """The eval-mode call with autograd on finds the model's parameters once, not per call: a change of
+    requires_grad, and a parameter assigned after the first call, must still be seen."""
+    model, sol_model, _ = _wrapped(frontend)
+    x = torch.randn(2, 3, 6, 6)
+    assert sol_model(x)["logits"].requires_grad
+    model.requires_grad_(False)
+    assert not sol_model(x)["logits"].requires_grad  # no parameter needs gradients: a plain inference call
+    model.head.weight.requires_grad_(True)
+    sol_model(x)["logits"].sum().backward()
+    assert model.head.weight.grad is not None and model.head.bias.grad is None
+    replacement = torch.nn.Parameter(model.head.weight.detach().clone())
+    model.head.weight = replacement  # a new tensor object: gradients must reach it, not the old one
+    sol_model(x)["logits"].sum().backward()
+    assert replacement.grad is not None
+    eager = copy.deepcopy(model)
+    eager.head.weight.grad = None
+    eager(x)["logits"].sum().backward()
+    torch.testing.assert_close(replacement.grad, eager.head.weight.grad, rtol=1e-3, atol=1e-6)
+
+
 def test_wrapper_keeps_working_after_deepcopy_of_original(frontend: TorchFrontend, param_check: str) -> None:
     model, sol_model, _ = _wrapped(frontend)
     snapshot = copy.deepcopy(model.state_dict())

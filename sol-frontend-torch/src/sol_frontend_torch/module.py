@@ -26,7 +26,7 @@ from sol.seeds import generation
 
 from . import native_reader
 from .capture import torch_dtype
-from .params import ParamSlots
+from .params import ParamSlots, assignments
 from .training import RecomputeFunction, SolFunction, Step, Variant, capture_variant, rng_key
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -70,6 +70,7 @@ class SolModule(torch.nn.Module):
         object.__setattr__(self, "_sol_variants", {})
         object.__setattr__(self, "_sol_rng", [generation(), 0])
         object.__setattr__(self, "_sol_spec_cache", {})  # see _spec_info
+        object.__setattr__(self, "_sol_all_params", None)  # see _model_params
         self.training = model.training
 
     @property
@@ -127,7 +128,7 @@ class SolModule(torch.nn.Module):
     def forward(self, *inputs: Any) -> Any:
         wants_grad = torch.is_grad_enabled() and (
             any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs)
-            or any(p.requires_grad for p in self._sol_model.parameters()))
+            or any(p.requires_grad for p in self._model_params()[1]))
         if self.training:
             return self._train_forward(inputs)
         compiled = self._sol_compiled
@@ -145,8 +146,9 @@ class SolModule(torch.nn.Module):
 
     def _attach_gradients(self, outputs: list[torch.Tensor], inputs: Sequence[Any], batch: int) -> list[torch.Tensor]:
         """Eval mode with autograd on: outputs stay the inference run's; a backward compiles the eval step lazily."""
-        wrt_params, wrt_inputs = self._targets(list(dict(self._sol_model.named_parameters())), inputs)
-        live = dict(self._sol_model.named_parameters())
+        names, tensors = self._model_params()
+        wrt_params, wrt_inputs = self._targets(names, inputs, tensors)
+        live = dict(zip(names, tensors, strict=True))
 
         def make_step() -> Step:
             variant = self._variant(training=False)
@@ -168,11 +170,31 @@ class SolModule(torch.nn.Module):
             self._sol_variants[mode] = variant
         return variant
 
-    def _targets(self, params: list[str], inputs: Sequence[Any]) -> tuple[list[str], list[int]]:
-        """The parameters (names) and inputs (indices) that need gradients now."""
+    def _model_params(self) -> tuple[list[str], list[torch.Tensor]]:
+        """Every parameter of the model, by name: what gradients may be asked for.
+
+        Found without walking the module tree on every call: the two walks of an eval-mode call with autograd on
+        cost squeezenet1_1 0.4 ms per call (of 2.2). Found again once any module tensor or submodule was assigned
+        anywhere (params.assignments), or when a parameter was deleted.
+        """
+        cached = self._sol_all_params
+        if cached is not None and cached[0] == assignments():
+            try:
+                return cached[1], cached[2].current()
+            except AttributeError:  # `del module.weight` calls no hook: that name is gone
+                pass
+        names = [name for name, _ in self._sol_model.named_parameters()]
+        slots = ParamSlots(self._sol_model, names)
+        object.__setattr__(self, "_sol_all_params", (assignments(), names, slots))
+        return names, slots.current()
+
+    def _targets(self, params: list[str], inputs: Sequence[Any],
+                 live: list[torch.Tensor] | None = None) -> tuple[list[str], list[int]]:
+        """The parameters (names; ``live``: their tensors, if known) and inputs (indices) that need gradients now."""
         if not torch.is_grad_enabled():
             return [], []
-        live = ParamSlots(self._sol_model, params).live()
+        if live is None:
+            live = ParamSlots(self._sol_model, params).live()
         wrt_params = [n for n, t in zip(params, live, strict=True) if t.requires_grad and t.dtype in _FLOATS]
         wrt_inputs = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.requires_grad and x.dtype in _FLOATS]
         return wrt_params, wrt_inputs

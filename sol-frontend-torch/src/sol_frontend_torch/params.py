@@ -23,9 +23,10 @@ from . import native_reader
 _VERSION = operator.attrgetter("_version")
 _DATA_PTR = torch.Tensor.data_ptr
 
-#: how many module parameters and buffers were (re)assigned in this process, anywhere (`module.weight = ...`,
-#: ``load_state_dict(assign=True)``), counted by torch's global registration hooks: while it stays, the tensor
-#: objects a ParamSlots found last time are still the ones in their modules, and need not be looked up again
+#: how many module parameters, buffers and submodules were (re)assigned in this process, anywhere
+#: (`module.weight = ...`, ``load_state_dict(assign=True)``, `model.head = ...`), counted by torch's global
+#: registration hooks: while it stays, the tensor objects a ParamSlots found last time are still the ones in their
+#: modules, and a model's parameter names are the ones found last time
 _ASSIGNMENTS = [0]
 
 
@@ -35,6 +36,12 @@ def _count_assignment(module: torch.nn.Module, name: str, tensor: Any) -> None:
 
 torch.nn.modules.module.register_module_parameter_registration_hook(_count_assignment)
 torch.nn.modules.module.register_module_buffer_registration_hook(_count_assignment)
+torch.nn.modules.module.register_module_module_registration_hook(_count_assignment)
+
+
+def assignments() -> int:
+    """The current count of module tensor and submodule assignments (see _ASSIGNMENTS)."""
+    return _ASSIGNMENTS[0]
 
 
 class _Arrays:
