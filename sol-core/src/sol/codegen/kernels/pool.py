@@ -14,8 +14,8 @@ def _lowest(dtype: str, t: str) -> str:
 
 def _window_acc_type(t: str, is_max: bool) -> str:
     """The accumulator of a windowed pool. A float average sums a few taps (9 for 3x3) in float, as PyTorch's
-    own CPU kernels do: a double accumulator halves the SIMD width and adds two conversions per tap, which made
-    Inception's 3x3 average pools 3x slower than ONNX Runtime's. Other types sum in double."""
+    own CPU kernels do: a double accumulator halves the SIMD width and adds two conversions per tap
+    (light_inception_v2 1.018x in paired rounds with float). Other types sum in double."""
     return t if is_max or t == "float" else "double"
 
 
