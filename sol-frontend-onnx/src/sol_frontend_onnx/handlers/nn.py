@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 from sol.ir import Tensor
+from sol.ir.ops import spatial_out
 
 from ..errors import NeedsStaticBatch
 from ._registry import handler
@@ -119,17 +120,6 @@ def _lowest(dtype: str) -> float | int:
     return -np.inf if dtype.startswith("float") else int(np.iinfo(np.dtype(dtype)).min)
 
 
-def _window_count(size: int, kernel: int, stride: int, dilation: int, pad_begin: int, pad_total: int,
-                  ceil_mode: bool) -> int:
-    """Windows of a pool along one axis, by the registry's (PyTorch's) rule: with ceil_mode, the last window
-    must start inside the input or the left padding."""
-    span = size + pad_total - dilation * (kernel - 1) - 1
-    count = (-(-span // stride) if ceil_mode else span // stride) + 1
-    if ceil_mode and (count - 1) * stride >= size + pad_begin:
-        count -= 1
-    return count
-
-
 def _same_windows_in_ceil_mode(x: Tensor, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
                                padding: Sequence[tuple[int, int]], ceil_mode: bool) -> bool:
     """Whether a max pool padded more at the end than at the start (Caffe's converted models: pads [0, 0, 1, 1]
@@ -142,8 +132,8 @@ def _same_windows_in_ceil_mode(x: Tensor, kernel: Sequence[int], strides: Sequen
     if not all(isinstance(size, int) for size in sizes):
         return False
     for size, k, s, d, (begin, end) in zip(sizes, kernel, strides, dilations, padding, strict=True):
-        explicit = _window_count(int(size) + begin + end, k, s, d, 0, 0, ceil_mode)  # the padded input's pool
-        if end < begin or explicit != _window_count(int(size), k, s, d, begin, 2 * begin, True):
+        explicit = spatial_out(int(size) + begin + end, k, s, 0, d, ceil_mode, 0)  # the padded input's pool
+        if end < begin or explicit != spatial_out(int(size), k, s, 2 * begin, d, True, begin):
             return False
     return True
 
@@ -160,9 +150,10 @@ def max_pool(ctx: Any) -> Tensor | list[Tensor]:
                  "dilation": tuple(dilations), "ceil_mode": ceil_mode, "storage_order": int(ctx.attr("storage_order", 0))}
         return ctx.layer("max_pool_indices", [x], attrs)
     symmetric = [b for b, _ in padding]
-    if any(b != e for b, e in padding) and _same_windows_in_ceil_mode(x, kernel, strides, dilations, padding, ceil_mode):
+    asymmetric = any(b != e for b, e in padding)
+    if asymmetric and _same_windows_in_ceil_mode(x, kernel, strides, dilations, padding, ceil_mode):
         ceil_mode = True
-    elif any(b != e for b, e in padding):
+    elif asymmetric:
         # asymmetric padding: pad explicitly with the lowest value
         full = tuple([(0, 0), (0, 0)] + list(padding))
         x = ctx.one("pad", [x], {"pads": full, "mode": "constant", "value": _lowest(x.dtype)})

@@ -34,10 +34,10 @@ from . import (
     selection,
     shape,
 )
-from ._shapes import broadcast, product  # shape helpers frontends use too
+from ._shapes import broadcast, product, spatial_out  # shape helpers frontends use too
 from .elementwise import IDENTITY_OPS
 
-__all__ = ["IDENTITY_OPS", "broadcast", "product", "attention", "batch_norm_train", "conv", "conv_grad", "dropout_train", "elementwise", "grad_dense",
+__all__ = ["IDENTITY_OPS", "broadcast", "product", "spatial_out", "attention", "batch_norm_train", "conv", "conv_grad", "dropout_train", "elementwise", "grad_dense",
            "grad_elementwise", "grad_norm", "grad_pool", "grad_reduction", "grad_shape", "indexing", "loss", "math_extra",
            "misc", "normalization", "pool_grad", "pool_indices", "pooling", "reduction", "reduction_extra", "scatter",
            "selection", "shape"]
