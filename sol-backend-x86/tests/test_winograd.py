@@ -77,7 +77,8 @@ def _check(g: Graph, compiled, batches: tuple[int, ...]) -> None:  # type: ignor
     (16, 32, 14, 1, (1, 3)),   # whole tiles, a 16-wide and no 8-wide output block
     (13, 24, 11, 0, (2,)),     # input channels not a multiple of 8, 16+8 output blocks, partial edge tiles
     (8, 8, 9, 2, (1,)),        # padding wider than the kernel's reach: whole zero tiles at the border
-    (32, 64, 40, 1, (4,)),     # 400 tiles: more than one chunk of the tile loop
+    (32, 64, 40, 1, (4,)),     # 400 tiles: several blocks per thread (small transformed weights)
+    (96, 104, 30, 1, (3,)),    # transformed weights over 512 KiB: the three phases, over several chunks of tiles
     (24, 72, 10, 1, (1,)),     # AVX-512: a 64-wide block and an 8-wide one (masked)
     (16, 40, 12, 1, (2,)),     # AVX-512: one block of 16 + 16 + 8 (the last masked)
 ])

@@ -19,6 +19,12 @@ struct Tile {
 constexpr int kRows = 6;  // GEMM micro-kernels: 6 tiles by 16 output channels (AVX2: 12 accumulators) or
 constexpr int kCols = 16;  // by 64 (AVX-512: 24 of its 32 registers), so U's slice is read once per 6 tiles
 constexpr int kWideCols = 64;
+// run_blocks takes transformed weights up to this size (they stay in a core's L2). Measured against the phases
+// (2 threads, warm): 1.1-1.2x on 55x55 16 -> 64, 27x27 32 -> 128, 13x13 32 -> 128; even on 56x56 64 -> 64;
+// slower from 28x28 128 -> 128 (1 MiB) up.
+constexpr int64_t kBlockedWeightBytes = 512 << 10;
+// tiles per block in run_blocks (12 and 48 measured within a few percent of it)
+constexpr int64_t kBlockRows = 24;
 
 // Per-thread scratch of the calling thread: the transformed input and the GEMM results of one chunk.
 thread_local std::vector<float> scratch_v, scratch_m;
@@ -99,7 +105,73 @@ SOL_AVX2 inline __m256i lane_mask(int64_t lanes) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes)), index);
 }
 
-// Transforms tile `t` (global index) for channels [c, c + lanes) into V (row `row` of the chunk).
+// Loads the kPatch x kPatch input patch at (y0, x0) for channels [c, c + 8) (lanes of them, by `mask` where
+// PARTIAL), zero outside the image unless INSIDE (the patch lies in it: no test per pixel).
+template <int T, bool INSIDE, bool PARTIAL>
+SOL_AVX2 inline void load_patch(const Geometry& g, const float* image, int64_t y0, int64_t x0, int64_t c,
+                                __m256i mask, __m256 (&d)[Tile<T>::kPatch][Tile<T>::kPatch]) {
+  constexpr int kPatch = Tile<T>::kPatch;
+  SOL_UNROLL
+  for (int i = 0; i < kPatch; ++i) {
+    SOL_UNROLL
+    for (int j = 0; j < kPatch; ++j) {
+      const int64_t yy = y0 + i, xx = x0 + j;
+      if (INSIDE || (yy >= 0 && yy < g.H && xx >= 0 && xx < g.W)) {
+        const float* p = image + (yy * g.W + xx) * g.C + c;
+        d[i][j] = PARTIAL ? _mm256_maskload_ps(p, mask) : _mm256_loadu_ps(p);
+      } else {
+        d[i][j] = _mm256_setzero_ps();
+      }
+    }
+  }
+}
+
+// B^T d B of one patch, stored to its kPoints rows of V (row `row` of a chunk of `chunk` tiles).
+template <int T, bool PARTIAL>
+SOL_AVX2 inline void transform_patch(__m256 (&d)[Tile<T>::kPatch][Tile<T>::kPatch], float* V, int64_t chunk,
+                                     int64_t row, int64_t C, int64_t c, __m256i mask) {
+  constexpr int kPatch = Tile<T>::kPatch;
+  __m256 tmp[kPatch][kPatch];
+  SOL_UNROLL
+  for (int j = 0; j < kPatch; ++j) {  // B^T d along the columns
+    __m256 column[kPatch], out[kPatch];
+    SOL_UNROLL
+    for (int i = 0; i < kPatch; ++i) column[i] = d[i][j];
+    input_1d<T>(column, out);
+    SOL_UNROLL
+    for (int i = 0; i < kPatch; ++i) tmp[i][j] = out[i];
+  }
+  SOL_UNROLL
+  for (int i = 0; i < kPatch; ++i) {  // then (B^T d) B along the rows
+    __m256 out[kPatch];
+    input_1d<T>(tmp[i], out);
+    SOL_UNROLL
+    for (int j = 0; j < kPatch; ++j) {
+      float* dst = V + ((i * kPatch + j) * chunk + row) * C + c;
+      if (PARTIAL) _mm256_maskstore_ps(dst, mask, out[j]);
+      else _mm256_storeu_ps(dst, out[j]);
+    }
+  }
+}
+
+template <int T, bool INSIDE>
+SOL_AVX2 inline void input_channels(const Geometry& g, const float* image, int64_t y0, int64_t x0, int64_t row,
+                                    int64_t chunk, float* V) {
+  constexpr int kPatch = Tile<T>::kPatch;
+  __m256 d[kPatch][kPatch];
+  const int64_t full = g.C / 8 * 8;
+  for (int64_t c = 0; c < full; c += 8) {  // compile-time loops: the patch stays in registers
+    load_patch<T, INSIDE, false>(g, image, y0, x0, c, __m256i(), d);
+    transform_patch<T, false>(d, V, chunk, row, g.C, c, __m256i());
+  }
+  if (full < g.C) {
+    const __m256i mask = lane_mask(g.C - full);
+    load_patch<T, INSIDE, true>(g, image, y0, x0, full, mask, d);
+    transform_patch<T, true>(d, V, chunk, row, g.C, full, mask);
+  }
+}
+
+// Transforms tile `t` (global index) into V (row `row` of the chunk), every channel.
 template <int T>
 SOL_AVX2 void input_tile(const Geometry& g, const Conv& conv, const float* x, int64_t t, int64_t row,
                          int64_t chunk, float* V) {
@@ -107,46 +179,10 @@ SOL_AVX2 void input_tile(const Geometry& g, const Conv& conv, const float* x, in
   const int64_t n = t / (g.tiles_h * g.tiles_w), rest = t % (g.tiles_h * g.tiles_w);
   const int64_t y0 = rest / g.tiles_w * kTile - conv.pad_t, x0 = rest % g.tiles_w * kTile - conv.pad_l;
   const float* image = x + n * g.H * g.W * g.C;
-  const bool inside = y0 >= 0 && x0 >= 0 && y0 + kPatch <= g.H && x0 + kPatch <= g.W;
-  for (int64_t c = 0; c < g.C; c += 8) {
-    const int64_t lanes = std::min<int64_t>(8, g.C - c);
-    const __m256i mask = lane_mask(lanes);
-    __m256 d[kPatch][kPatch], tmp[kPatch][kPatch];
-    SOL_UNROLL
-    for (int i = 0; i < kPatch; ++i) {
-      SOL_UNROLL
-      for (int j = 0; j < kPatch; ++j) {
-        const int64_t yy = y0 + i, xx = x0 + j;
-        if (inside || (yy >= 0 && yy < g.H && xx >= 0 && xx < g.W)) {
-          const float* p = image + (yy * g.W + xx) * g.C + c;
-          d[i][j] = lanes == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask);
-        } else {
-          d[i][j] = _mm256_setzero_ps();
-        }
-      }
-    }
-    // B^T d along the columns, then (B^T d) B along the rows
-    SOL_UNROLL
-    for (int j = 0; j < kPatch; ++j) {
-      __m256 column[kPatch], out[kPatch];
-      SOL_UNROLL
-      for (int i = 0; i < kPatch; ++i) column[i] = d[i][j];
-      input_1d<T>(column, out);
-      SOL_UNROLL
-      for (int i = 0; i < kPatch; ++i) tmp[i][j] = out[i];
-    }
-    SOL_UNROLL
-    for (int i = 0; i < kPatch; ++i) {
-      __m256 out[kPatch];
-      input_1d<T>(tmp[i], out);
-      SOL_UNROLL
-      for (int j = 0; j < kPatch; ++j) {
-        float* dst = V + ((i * kPatch + j) * chunk + row) * g.C + c;
-        if (lanes == 8) _mm256_storeu_ps(dst, out[j]);
-        else _mm256_maskstore_ps(dst, mask, out[j]);
-      }
-    }
-  }
+  if (y0 >= 0 && x0 >= 0 && y0 + kPatch <= g.H && x0 + kPatch <= g.W)
+    input_channels<T, true>(g, image, y0, x0, row, chunk, V);
+  else
+    input_channels<T, false>(g, image, y0, x0, row, chunk, V);
 }
 
 // M[rows x 16*W] = V[rows x C] * U[C x 16*W]: the GEMM micro-kernel, `rows` tiles by 8*blocks output channels.
@@ -251,7 +287,9 @@ SOL_AVX2 void gemm_narrow(int rows, int64_t width, const float* v, int64_t v_str
   else gemm_rows<1>(rows, v, v_stride, u, u_stride, C, m, m_stride);
 }
 
-// Tile `t` (global), row `row` of the chunk: M -> T x T outputs for every output channel, into y.
+// Tile `t` (global), row `row` of the chunk: M -> T x T outputs for every output channel, into y. Interior tiles
+// (all T x T outputs inside the image, the usual case) keep every value in registers: compile-time loop bounds,
+// the bias and each post-op applied to a row of T outputs at once.
 template <int T>
 SOL_AVX2 void output_tile(const Geometry& g, const Conv& conv, const float* M, int64_t t, int64_t row,
                           int64_t chunk, const float* bias, const void* const* post_src, float* y) {
@@ -260,6 +298,7 @@ SOL_AVX2 void output_tile(const Geometry& g, const Conv& conv, const float* M, i
   const int64_t y0 = rest / g.tiles_w * kTile, x0 = rest % g.tiles_w * kTile;
   const int rows = static_cast<int>(std::min<int64_t>(kTile, g.Ho - y0));
   const int cols = static_cast<int>(std::min<int64_t>(kTile, g.Wo - x0));
+  const bool whole = rows == kTile && cols == kTile;
   for (int64_t k = 0; k < g.K; k += 8) {
     __m256 tmp[kTile][kPatch];
     SOL_UNROLL
@@ -271,7 +310,22 @@ SOL_AVX2 void output_tile(const Geometry& g, const Conv& conv, const float* M, i
       SOL_UNROLL
       for (int i = 0; i < kTile; ++i) tmp[i][j] = out[i];
     }
-    for (int i = 0; i < rows; ++i) {  // then along the rows, storing what lies inside the output
+    if (whole) {
+      const __m256 b = bias ? _mm256_loadu_ps(bias + k) : _mm256_setzero_ps();
+      SOL_UNROLL
+      for (int i = 0; i < kTile; ++i) {  // then along the rows
+        __m256 out[kTile];
+        output_1d<T>(tmp[i], out);
+        SOL_UNROLL
+        for (int j = 0; j < kTile; ++j) out[j] = _mm256_add_ps(out[j], b);
+        const int64_t at = ((n * g.Ho + y0 + i) * g.Wo + x0) * g.K + k;
+        sol_kernels::post_ops<kTile>(conv.post, out, post_src, at, g.K, k);
+        SOL_UNROLL
+        for (int j = 0; j < kTile; ++j) _mm256_storeu_ps(y + at + j * g.K, out[j]);
+      }
+      continue;
+    }
+    for (int i = 0; i < rows; ++i) {  // an edge tile: only what lies inside the output
       __m256 out[kTile];
       output_1d<T>(tmp[i], out);
       for (int j = 0; j < cols; ++j) {
@@ -282,20 +336,70 @@ SOL_AVX2 void output_tile(const Geometry& g, const Conv& conv, const float* M, i
   }
 }
 
+// One GEMM block of a transform point: M[rows x K] = V[rows x C] * U[C x K] in column blocks of the micro-kernel.
+inline void gemm_point(bool wide, int64_t rows_total, const float* v, const float* u, float* m, int64_t C,
+                       int64_t K) {
+  const int64_t cols = wide ? kWideCols : kCols;
+  for (int64_t cb = 0; cb < K; cb += cols) {
+    const int64_t width = std::min(cols, K - cb);
+    for (int64_t r = 0; r < rows_total; r += kRows) {
+      const int rows = static_cast<int>(std::min<int64_t>(kRows, rows_total - r));
+      if (wide) gemm_wide(rows, width, v + r * C, C, u + cb, K, C, m + r * K + cb, K);
+      else gemm_narrow(rows, width, v + r * C, C, u + cb, K, C, m + r * K + cb, K);
+    }
+  }
+}
+
+// Geometry of a call: the output size and its T x T tiles.
 template <int T>
-void run_tiles(const Conv& conv, int64_t N, int64_t H, int64_t W, const float* x, const float* packed,
-               const float* bias, const void* const* post_src, float* y) {
-  constexpr int kTile = Tile<T>::kTile, kPoints = Tile<T>::kPoints;
-  const int64_t C = conv.C, K = conv.K;
+Geometry geometry(const Conv& conv, int64_t N, int64_t H, int64_t W) {
   Geometry g;
-  g.N = N, g.H = H, g.W = W, g.C = C, g.K = K;
+  g.N = N, g.H = H, g.W = W, g.C = conv.C, g.K = conv.K;
   g.Ho = H + conv.pad_t + conv.pad_b - 2, g.Wo = W + conv.pad_l + conv.pad_r - 2;
-  g.tiles_h = (g.Ho + kTile - 1) / kTile, g.tiles_w = (g.Wo + kTile - 1) / kTile;
+  g.tiles_h = (g.Ho + T - 1) / T, g.tiles_w = (g.Wo + T - 1) / T;
   g.tiles = N * g.tiles_h * g.tiles_w;
+  return g;
+}
+
+// Small transformed weights (U in the L2 cache): each thread takes a block of tiles through all three phases
+// on its own, so V and M never leave its L1/L2 and no phase waits for the other threads. U is read once per
+// block (kRows tiles per micro-kernel call keep its slices in L1 meanwhile).
+template <int T>
+void run_blocks(const Conv& conv, const Geometry& g, const float* x, const float* packed, const float* bias,
+                const void* const* post_src, float* y) {
+  constexpr int kPoints = Tile<T>::kPoints;
+  const int64_t C = g.C, K = g.K;
+  const bool wide = sol_kernels::avx512_supported();
+#pragma omp parallel
+  {
+    // each thread its own contiguous share of the tiles (no imbalance beyond one tile), in equal blocks of at
+    // most kBlockRows tiles
+    const int64_t threads = omp_get_num_threads(), id = omp_get_thread_num();
+    const int64_t lo = g.tiles * id / threads, hi = g.tiles * (id + 1) / threads;
+    const int64_t blocks = (hi - lo + kBlockRows - 1) / kBlockRows;
+    const int64_t block = blocks > 0 ? (hi - lo + blocks - 1) / blocks : 0;
+    float* V = grow(scratch_v, static_cast<size_t>(kPoints * block * C));
+    float* M = grow(scratch_m, static_cast<size_t>(kPoints * block * K));
+    for (int64_t first = lo; first < hi; first += block) {
+      const int64_t count = std::min(block, hi - first);
+      for (int64_t r = 0; r < count; ++r) input_tile<T>(g, conv, x, first + r, r, block, V);
+      for (int p = 0; p < kPoints; ++p)
+        gemm_point(wide, count, V + p * block * C, packed + p * C * K, M + p * block * K, C, K);
+      for (int64_t r = 0; r < count; ++r) output_tile<T>(g, conv, M, first + r, r, block, bias, post_src, y);
+    }
+  }
+}
+
+// Large transformed weights: the three phases one after the other over chunks of tiles, all threads in each,
+// so every thread reads only its share of U (see the GEMM tasks below).
+template <int T>
+void run_phases(const Conv& conv, const Geometry& g, const float* x, const float* packed, const float* b,
+                const void* const* post_src, float* y) {
+  constexpr int kPoints = Tile<T>::kPoints;
+  const int64_t C = g.C, K = g.K;
   const int64_t chunk = chunk_tiles(kPoints, C, K, g.tiles);
   float* V = grow(scratch_v, static_cast<size_t>(kPoints * chunk * C));
   float* M = grow(scratch_m, static_cast<size_t>(kPoints * chunk * K));
-  const float* b = conv.has_bias ? bias : nullptr;
   // K is a multiple of 8 (see the eligibility check): the last column block may be narrower
   const bool wide = sol_kernels::avx512_supported();
   const int64_t cols = wide ? kWideCols : kCols, col_tasks = (K + cols - 1) / cols;
@@ -332,6 +436,16 @@ void run_tiles(const Conv& conv, int64_t N, int64_t H, int64_t W, const float* x
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < count; ++r) output_tile<T>(g, conv, M, first + r, r, chunk, b, post_src, y);
   }
+}
+
+template <int T>
+void run_tiles(const Conv& conv, int64_t N, int64_t H, int64_t W, const float* x, const float* packed,
+               const float* bias, const void* const* post_src, float* y) {
+  const Geometry g = geometry<T>(conv, N, H, W);
+  const float* b = conv.has_bias ? bias : nullptr;
+  const int64_t u_bytes = int64_t{Tile<T>::kPoints} * g.C * g.K * 4;
+  if (u_bytes <= kBlockedWeightBytes) run_blocks<T>(conv, g, x, packed, b, post_src, y);
+  else run_phases<T>(conv, g, x, packed, b, post_src, y);
 }
 
 }  // namespace

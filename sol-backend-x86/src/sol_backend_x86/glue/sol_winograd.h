@@ -7,10 +7,14 @@
  *
  *   Y = A^T [ (G g G^T) .* (B^T d B) ] A      (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks")
  *
- * A call runs in three phases inside one OpenMP parallel region, over chunks of tiles sized to stay in cache:
+ * A call runs three phases:
  *   1. input transform: each tile's 6x6 patch (zero outside the padded image) -> V[36][tiles][C]
  *   2. 36 GEMMs M[p] = V[p] (tiles x C) * U[p] (C x K), U the weights transformed once at pack time
  *   3. output transform: M -> 4x4 outputs, plus bias and the fused post-ops (activations, residual adds)
+ * Where U fits in a core's L2 (up to 512 KiB), each thread runs all three on its own share of the tiles, in
+ * blocks of up to 24 tiles, so V and M stay in its L1/L2 and the threads never wait for each other. Larger U
+ * runs each phase with all threads over chunks of tiles (V and M of a chunk in about 4 MiB), so each thread
+ * reads only its share of U.
  *
  * F(2x2, 3x3) (16 multiplications per 2x2 tile instead of 36) has 4/9 of F(4x4)'s weights: it wins where those
  * stream from memory at every call (14x14 layers with 256 channels at batch 1).
