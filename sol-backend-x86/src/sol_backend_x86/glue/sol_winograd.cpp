@@ -53,51 +53,96 @@ struct Geometry {
   int64_t N, H, W, C, K, Ho, Wo, tiles_h, tiles_w, tiles;
 };
 
+// The transforms are written once on GCC vector types (__m256 or __m512) with plain operators, no intrinsics, and
+// always inlined: each compiles to the instruction set of the kernel it is inlined into (AVX2 for 8 channels at
+// a time, AVX-512 for 16).
+#define SOL_INLINE __attribute__((always_inline)) inline
+
 // 1-D input transforms B^T d (the rows of B^T: Lavin & Gray), F(4,3) on six vectors and F(2,3) on four.
-template <int T>
-SOL_AVX2 inline void input_1d(const __m256* d, __m256* r);
-
-template <>
-SOL_AVX2 inline void input_1d<4>(const __m256* d, __m256* r) {
-  const __m256 four = _mm256_set1_ps(4.0f), five = _mm256_set1_ps(5.0f), two = _mm256_set1_ps(2.0f);
-  r[0] = _mm256_add_ps(_mm256_fnmadd_ps(five, d[2], _mm256_mul_ps(four, d[0])), d[4]);
-  const __m256 a = _mm256_fnmadd_ps(four, d[2], d[4]);  // d4 - 4 d2
-  const __m256 b = _mm256_fnmadd_ps(four, d[1], d[3]);  // d3 - 4 d1
-  r[1] = _mm256_add_ps(a, b);
-  r[2] = _mm256_sub_ps(a, b);
-  const __m256 c = _mm256_sub_ps(d[4], d[2]);                      // d4 - d2
-  const __m256 e = _mm256_mul_ps(two, _mm256_sub_ps(d[3], d[1]));  // 2 (d3 - d1)
-  r[3] = _mm256_add_ps(c, e);
-  r[4] = _mm256_sub_ps(c, e);
-  r[5] = _mm256_add_ps(_mm256_fnmadd_ps(five, d[3], _mm256_mul_ps(four, d[1])), d[5]);
-}
-
-template <>
-SOL_AVX2 inline void input_1d<2>(const __m256* d, __m256* r) {
-  r[0] = _mm256_sub_ps(d[0], d[2]);
-  r[1] = _mm256_add_ps(d[1], d[2]);
-  r[2] = _mm256_sub_ps(d[2], d[1]);
-  r[3] = _mm256_sub_ps(d[1], d[3]);
+template <int T, typename V>
+SOL_INLINE void input_1d(const V* d, V* r) {
+  if constexpr (T == 4) {
+    r[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
+    const V a = d[4] - 4.0f * d[2];  // d4 - 4 d2
+    const V b = d[3] - 4.0f * d[1];  // d3 - 4 d1
+    r[1] = a + b;
+    r[2] = a - b;
+    const V c = d[4] - d[2];           // d4 - d2
+    const V e = 2.0f * (d[3] - d[1]);  // 2 (d3 - d1)
+    r[3] = c + e;
+    r[4] = c - e;
+    r[5] = 4.0f * d[1] - 5.0f * d[3] + d[5];
+  } else {
+    r[0] = d[0] - d[2];
+    r[1] = d[1] + d[2];
+    r[2] = d[2] - d[1];
+    r[3] = d[1] - d[3];
+  }
 }
 
 // 1-D output transforms A^T m: six vectors -> four (F(4,3)), four -> two (F(2,3)).
-template <int T>
-SOL_AVX2 inline void output_1d(const __m256* m, __m256* o);
-
-template <>
-SOL_AVX2 inline void output_1d<4>(const __m256* m, __m256* o) {
-  const __m256 a = _mm256_add_ps(m[1], m[2]), b = _mm256_sub_ps(m[1], m[2]);
-  const __m256 c = _mm256_add_ps(m[3], m[4]), e = _mm256_sub_ps(m[3], m[4]);
-  o[0] = _mm256_add_ps(_mm256_add_ps(m[0], a), c);
-  o[1] = _mm256_fmadd_ps(_mm256_set1_ps(2.0f), e, b);
-  o[2] = _mm256_fmadd_ps(_mm256_set1_ps(4.0f), c, a);
-  o[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.0f), e, b), m[5]);
+template <int T, typename V>
+SOL_INLINE void output_1d(const V* m, V* o) {
+  if constexpr (T == 4) {
+    const V a = m[1] + m[2], b = m[1] - m[2], c = m[3] + m[4], e = m[3] - m[4];
+    o[0] = m[0] + a + c;
+    o[1] = b + 2.0f * e;
+    o[2] = a + 4.0f * c;
+    o[3] = b + 8.0f * e + m[5];
+  } else {
+    o[0] = m[0] + m[1] + m[2];
+    o[1] = m[1] - m[2] - m[3];
+  }
 }
 
-template <>
-SOL_AVX2 inline void output_1d<2>(const __m256* m, __m256* o) {
-  o[0] = _mm256_add_ps(_mm256_add_ps(m[0], m[1]), m[2]);
-  o[1] = _mm256_sub_ps(_mm256_sub_ps(m[1], m[2]), m[3]);
+template <typename V>
+SOL_INLINE void load(V& v, const float* p) {
+  std::memcpy(&v, p, sizeof v);
+}
+
+template <typename V>
+SOL_INLINE void store(float* p, const V& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// B^T d B of one patch, in place (columns, then rows).
+template <int T, typename V>
+SOL_INLINE void transform_input(V (&d)[Tile<T>::kPatch][Tile<T>::kPatch]) {
+  constexpr int kPatch = Tile<T>::kPatch;
+  SOL_UNROLL
+  for (int j = 0; j < kPatch; ++j) {
+    V column[kPatch], out[kPatch];
+    SOL_UNROLL
+    for (int i = 0; i < kPatch; ++i) column[i] = d[i][j];
+    input_1d<T>(column, out);
+    SOL_UNROLL
+    for (int i = 0; i < kPatch; ++i) d[i][j] = out[i];
+  }
+  SOL_UNROLL
+  for (int i = 0; i < kPatch; ++i) {
+    V out[kPatch];
+    input_1d<T>(d[i], out);
+    SOL_UNROLL
+    for (int j = 0; j < kPatch; ++j) d[i][j] = out[j];
+  }
+}
+
+// A^T m A of one tile's kPoints GEMM results (read from M at `at`, point p at at + p * point_stride).
+template <int T, typename V>
+SOL_INLINE void transform_output(const float* M, int64_t at, int64_t point_stride, V (&o)[T][T]) {
+  constexpr int kPatch = Tile<T>::kPatch;
+  V tmp[T][kPatch];
+  SOL_UNROLL
+  for (int j = 0; j < kPatch; ++j) {  // A^T m along the columns
+    V column[kPatch], out[T];
+    SOL_UNROLL
+    for (int i = 0; i < kPatch; ++i) load(column[i], M + at + (i * kPatch + j) * point_stride);
+    output_1d<T>(column, out);
+    SOL_UNROLL
+    for (int i = 0; i < T; ++i) tmp[i][j] = out[i];
+  }
+  SOL_UNROLL
+  for (int i = 0; i < T; ++i) output_1d<T>(tmp[i], o[i]);  // then along the rows
 }
 
 SOL_AVX2 inline __m256i lane_mask(int64_t lanes) {
@@ -105,84 +150,80 @@ SOL_AVX2 inline __m256i lane_mask(int64_t lanes) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes)), index);
 }
 
-// Loads the kPatch x kPatch input patch at (y0, x0) for channels [c, c + 8) (lanes of them, by `mask` where
-// PARTIAL), zero outside the image unless INSIDE (the patch lies in it: no test per pixel).
-template <int T, bool INSIDE, bool PARTIAL>
-SOL_AVX2 inline void load_patch(const Geometry& g, const float* image, int64_t y0, int64_t x0, int64_t c,
-                                __m256i mask, __m256 (&d)[Tile<T>::kPatch][Tile<T>::kPatch]) {
+// Channels [c, c + lanes of V) of the input patch at (y0, x0) (zero outside the image unless INSIDE: the patch
+// lies in it, no test per pixel), transformed and stored to its kPoints rows of Vt (row `row` of `chunk`).
+template <int T, typename V, bool INSIDE>
+SOL_INLINE void input_group(const Geometry& g, const float* image, int64_t y0, int64_t x0, int64_t c, int64_t row,
+                            int64_t chunk, float* Vt) {
   constexpr int kPatch = Tile<T>::kPatch;
+  V d[kPatch][kPatch];
   SOL_UNROLL
   for (int i = 0; i < kPatch; ++i) {
     SOL_UNROLL
     for (int j = 0; j < kPatch; ++j) {
       const int64_t yy = y0 + i, xx = x0 + j;
-      if (INSIDE || (yy >= 0 && yy < g.H && xx >= 0 && xx < g.W)) {
-        const float* p = image + (yy * g.W + xx) * g.C + c;
-        d[i][j] = PARTIAL ? _mm256_maskload_ps(p, mask) : _mm256_loadu_ps(p);
-      } else {
-        d[i][j] = _mm256_setzero_ps();
-      }
+      if (INSIDE || (yy >= 0 && yy < g.H && xx >= 0 && xx < g.W)) load(d[i][j], image + (yy * g.W + xx) * g.C + c);
+      else d[i][j] = V{};
     }
   }
+  transform_input<T>(d);
+  SOL_UNROLL
+  for (int i = 0; i < kPatch; ++i)
+    SOL_UNROLL
+    for (int j = 0; j < kPatch; ++j) store(Vt + ((i * kPatch + j) * chunk + row) * g.C + c, d[i][j]);
 }
 
-// B^T d B of one patch, stored to its kPoints rows of V (row `row` of a chunk of `chunk` tiles).
-template <int T, bool PARTIAL>
-SOL_AVX2 inline void transform_patch(__m256 (&d)[Tile<T>::kPatch][Tile<T>::kPatch], float* V, int64_t chunk,
-                                     int64_t row, int64_t C, int64_t c, __m256i mask) {
+// The last C % 8 channels (from c), by masked loads and stores.
+template <int T, bool INSIDE>
+SOL_AVX2 void input_tail(const Geometry& g, const float* image, int64_t y0, int64_t x0, int64_t c, int64_t row,
+                         int64_t chunk, float* Vt) {
   constexpr int kPatch = Tile<T>::kPatch;
-  __m256 tmp[kPatch][kPatch];
-  SOL_UNROLL
-  for (int j = 0; j < kPatch; ++j) {  // B^T d along the columns
-    __m256 column[kPatch], out[kPatch];
-    SOL_UNROLL
-    for (int i = 0; i < kPatch; ++i) column[i] = d[i][j];
-    input_1d<T>(column, out);
-    SOL_UNROLL
-    for (int i = 0; i < kPatch; ++i) tmp[i][j] = out[i];
-  }
-  SOL_UNROLL
-  for (int i = 0; i < kPatch; ++i) {  // then (B^T d) B along the rows
-    __m256 out[kPatch];
-    input_1d<T>(tmp[i], out);
-    SOL_UNROLL
+  const __m256i mask = lane_mask(g.C - c);
+  __m256 d[kPatch][kPatch];
+  for (int i = 0; i < kPatch; ++i) {
     for (int j = 0; j < kPatch; ++j) {
-      float* dst = V + ((i * kPatch + j) * chunk + row) * C + c;
-      if (PARTIAL) _mm256_maskstore_ps(dst, mask, out[j]);
-      else _mm256_storeu_ps(dst, out[j]);
+      const int64_t yy = y0 + i, xx = x0 + j;
+      d[i][j] = INSIDE || (yy >= 0 && yy < g.H && xx >= 0 && xx < g.W)
+                    ? _mm256_maskload_ps(image + (yy * g.W + xx) * g.C + c, mask)
+                    : _mm256_setzero_ps();
     }
   }
+  transform_input<T>(d);
+  for (int i = 0; i < kPatch; ++i)
+    for (int j = 0; j < kPatch; ++j) _mm256_maskstore_ps(Vt + ((i * kPatch + j) * chunk + row) * g.C + c, mask, d[i][j]);
+}
+
+// Every channel of one patch: 8 at a time (AVX2), or 16 (AVX-512) and then what is left.
+template <int T, bool INSIDE>
+SOL_AVX2 void input_channels(const Geometry& g, const float* image, int64_t y0, int64_t x0, int64_t c, int64_t row,
+                             int64_t chunk, float* Vt) {
+  for (; c + 8 <= g.C; c += 8) input_group<T, __m256, INSIDE>(g, image, y0, x0, c, row, chunk, Vt);
+  if (c < g.C) input_tail<T, INSIDE>(g, image, y0, x0, c, row, chunk, Vt);
 }
 
 template <int T, bool INSIDE>
-SOL_AVX2 inline void input_channels(const Geometry& g, const float* image, int64_t y0, int64_t x0, int64_t row,
-                                    int64_t chunk, float* V) {
-  constexpr int kPatch = Tile<T>::kPatch;
-  __m256 d[kPatch][kPatch];
-  const int64_t full = g.C / 8 * 8;
-  for (int64_t c = 0; c < full; c += 8) {  // compile-time loops: the patch stays in registers
-    load_patch<T, INSIDE, false>(g, image, y0, x0, c, __m256i(), d);
-    transform_patch<T, false>(d, V, chunk, row, g.C, c, __m256i());
-  }
-  if (full < g.C) {
-    const __m256i mask = lane_mask(g.C - full);
-    load_patch<T, INSIDE, true>(g, image, y0, x0, full, mask, d);
-    transform_patch<T, true>(d, V, chunk, row, g.C, full, mask);
-  }
+SOL_AVX512 void input_channels_wide(const Geometry& g, const float* image, int64_t y0, int64_t x0, int64_t row,
+                                    int64_t chunk, float* Vt) {
+  int64_t c = 0;
+  for (; c + 16 <= g.C; c += 16) input_group<T, __m512, INSIDE>(g, image, y0, x0, c, row, chunk, Vt);
+  input_channels<T, INSIDE>(g, image, y0, x0, c, row, chunk, Vt);
 }
 
-// Transforms tile `t` (global index) into V (row `row` of the chunk), every channel.
+// Transforms tile `t` (global index) into Vt (row `row` of the chunk), every channel; `wide`: on AVX-512.
 template <int T>
 SOL_AVX2 void input_tile(const Geometry& g, const Conv& conv, const float* x, int64_t t, int64_t row,
-                         int64_t chunk, float* V) {
+                         int64_t chunk, float* Vt, bool wide) {
   constexpr int kTile = Tile<T>::kTile, kPatch = Tile<T>::kPatch;
   const int64_t n = t / (g.tiles_h * g.tiles_w), rest = t % (g.tiles_h * g.tiles_w);
   const int64_t y0 = rest / g.tiles_w * kTile - conv.pad_t, x0 = rest % g.tiles_w * kTile - conv.pad_l;
   const float* image = x + n * g.H * g.W * g.C;
-  if (y0 >= 0 && x0 >= 0 && y0 + kPatch <= g.H && x0 + kPatch <= g.W)
-    input_channels<T, true>(g, image, y0, x0, row, chunk, V);
-  else
-    input_channels<T, false>(g, image, y0, x0, row, chunk, V);
+  if (y0 >= 0 && x0 >= 0 && y0 + kPatch <= g.H && x0 + kPatch <= g.W) {
+    if (wide) input_channels_wide<T, true>(g, image, y0, x0, row, chunk, Vt);
+    else input_channels<T, true>(g, image, y0, x0, 0, row, chunk, Vt);
+  } else {
+    if (wide) input_channels_wide<T, false>(g, image, y0, x0, row, chunk, Vt);
+    else input_channels<T, false>(g, image, y0, x0, 0, row, chunk, Vt);
+  }
 }
 
 // M[rows x 16*W] = V[rows x C] * U[C x 16*W]: the GEMM micro-kernel, `rows` tiles by 8*blocks output channels.
@@ -287,53 +328,86 @@ SOL_AVX2 void gemm_narrow(int rows, int64_t width, const float* v, int64_t v_str
   else gemm_rows<1>(rows, v, v_stride, u, u_stride, C, m, m_stride);
 }
 
-// Tile `t` (global), row `row` of the chunk: M -> T x T outputs for every output channel, into y. Interior tiles
-// (all T x T outputs inside the image, the usual case) keep every value in registers: compile-time loop bounds,
-// the bias and each post-op applied to a row of T outputs at once.
+// Output channels [k, k + 8) of one tile from M (row `row` of `chunk`), with the bias and post-ops, into y at
+// `base` (the tile's first output); rows x cols of it lie inside the output. A whole tile keeps every value in
+// registers (compile-time loops) and applies each post-op to a row of T outputs at once.
 template <int T>
-SOL_AVX2 void output_tile(const Geometry& g, const Conv& conv, const float* M, int64_t t, int64_t row,
-                          int64_t chunk, const float* bias, const void* const* post_src, float* y) {
-  constexpr int kTile = Tile<T>::kTile, kPatch = Tile<T>::kPatch;
-  const int64_t n = t / (g.tiles_h * g.tiles_w), rest = t % (g.tiles_h * g.tiles_w);
-  const int64_t y0 = rest / g.tiles_w * kTile, x0 = rest % g.tiles_w * kTile;
-  const int rows = static_cast<int>(std::min<int64_t>(kTile, g.Ho - y0));
-  const int cols = static_cast<int>(std::min<int64_t>(kTile, g.Wo - x0));
-  const bool whole = rows == kTile && cols == kTile;
-  for (int64_t k = 0; k < g.K; k += 8) {
-    __m256 tmp[kTile][kPatch];
+SOL_AVX2 inline void output_group(const Geometry& g, const Conv& conv, const float* M, int64_t row, int64_t chunk,
+                                  int64_t k, int64_t base, int rows, int cols, const float* bias,
+                                  const void* const* post_src, float* y) {
+  __m256 o[T][T];
+  transform_output<T>(M, row * g.K + k, chunk * g.K, o);
+  if (rows == T && cols == T) {
+    const __m256 b = bias ? _mm256_loadu_ps(bias + k) : _mm256_setzero_ps();
     SOL_UNROLL
-    for (int j = 0; j < kPatch; ++j) {  // A^T m along the columns
-      __m256 column[kPatch], out[kTile];
+    for (int i = 0; i < T; ++i) {
       SOL_UNROLL
-      for (int i = 0; i < kPatch; ++i) column[i] = _mm256_loadu_ps(M + ((i * kPatch + j) * chunk + row) * g.K + k);
-      output_1d<T>(column, out);
+      for (int j = 0; j < T; ++j) o[i][j] = _mm256_add_ps(o[i][j], b);
+      const int64_t at = base + i * g.Wo * g.K + k;
+      sol_kernels::post_ops<T>(conv.post, o[i], post_src, at, g.K, k);
       SOL_UNROLL
-      for (int i = 0; i < kTile; ++i) tmp[i][j] = out[i];
+      for (int j = 0; j < T; ++j) _mm256_storeu_ps(y + at + j * g.K, o[i][j]);
     }
-    if (whole) {
-      const __m256 b = bias ? _mm256_loadu_ps(bias + k) : _mm256_setzero_ps();
-      SOL_UNROLL
-      for (int i = 0; i < kTile; ++i) {  // then along the rows
-        __m256 out[kTile];
-        output_1d<T>(tmp[i], out);
+    return;
+  }
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < cols; ++j) {
+      const int64_t at = base + (i * g.Wo + j) * g.K + k;
+      _mm256_storeu_ps(y + at, sol_kernels::epilogue(conv.post, o[i][j], bias, post_src, at, k));
+    }
+  }
+}
+
+// A whole tile's output channels 16 at a time on AVX-512 (the post-ops on each half); returns the first channel
+// left (K % 16 == 8: the last 8 go through output_group).
+template <int T>
+SOL_AVX512 int64_t output_whole_wide(const Geometry& g, const Conv& conv, const float* M, int64_t row,
+                                     int64_t chunk, int64_t base, const float* bias, const void* const* post_src,
+                                     float* y) {
+  int64_t k = 0;
+  for (; k + 16 <= g.K; k += 16) {
+    __m512 o[T][T];
+    transform_output<T>(M, row * g.K + k, chunk * g.K, o);
+    const __m512 b = bias ? _mm512_loadu_ps(bias + k) : _mm512_setzero_ps();
+    SOL_UNROLL
+    for (int i = 0; i < T; ++i) {
+      const int64_t at = base + i * g.Wo * g.K + k;
+      if (conv.post.empty()) {
         SOL_UNROLL
-        for (int j = 0; j < kTile; ++j) out[j] = _mm256_add_ps(out[j], b);
-        const int64_t at = ((n * g.Ho + y0 + i) * g.Wo + x0) * g.K + k;
-        sol_kernels::post_ops<kTile>(conv.post, out, post_src, at, g.K, k);
-        SOL_UNROLL
-        for (int j = 0; j < kTile; ++j) _mm256_storeu_ps(y + at + j * g.K, out[j]);
+        for (int j = 0; j < T; ++j) _mm512_storeu_ps(y + at + j * g.K, _mm512_add_ps(o[i][j], b));
+        continue;
       }
-      continue;
-    }
-    for (int i = 0; i < rows; ++i) {  // an edge tile: only what lies inside the output
-      __m256 out[kTile];
-      output_1d<T>(tmp[i], out);
-      for (int j = 0; j < cols; ++j) {
-        const int64_t at = ((n * g.Ho + y0 + i) * g.Wo + x0 + j) * g.K + k;
-        _mm256_storeu_ps(y + at, sol_kernels::epilogue(conv.post, out[j], bias, post_src, at, k));
+      __m256 low[T], high[T];
+      SOL_UNROLL
+      for (int j = 0; j < T; ++j) {
+        const __m512 v = _mm512_add_ps(o[i][j], b);
+        low[j] = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+        high[j] = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+      }
+      sol_kernels::post_ops<T>(conv.post, low, post_src, at, g.K, k);
+      sol_kernels::post_ops<T>(conv.post, high, post_src, at + 8, g.K, k + 8);
+      SOL_UNROLL
+      for (int j = 0; j < T; ++j) {
+        _mm256_storeu_ps(y + at + j * g.K, low[j]);
+        _mm256_storeu_ps(y + at + j * g.K + 8, high[j]);
       }
     }
   }
+  return k;
+}
+
+// Tile `t` (global), row `row` of the chunk: M -> T x T outputs for every output channel, into y.
+template <int T>
+SOL_AVX2 void output_tile(const Geometry& g, const Conv& conv, const float* M, int64_t t, int64_t row,
+                          int64_t chunk, const float* bias, const void* const* post_src, float* y, bool wide) {
+  const int64_t n = t / (g.tiles_h * g.tiles_w), rest = t % (g.tiles_h * g.tiles_w);
+  const int64_t y0 = rest / g.tiles_w * T, x0 = rest % g.tiles_w * T;
+  const int rows = static_cast<int>(std::min<int64_t>(T, g.Ho - y0));
+  const int cols = static_cast<int>(std::min<int64_t>(T, g.Wo - x0));
+  const int64_t base = ((n * g.Ho + y0) * g.Wo + x0) * g.K;
+  int64_t k = 0;
+  if (wide && rows == T && cols == T) k = output_whole_wide<T>(g, conv, M, row, chunk, base, bias, post_src, y);
+  for (; k < g.K; k += 8) output_group<T>(g, conv, M, row, chunk, k, base, rows, cols, bias, post_src, y);
 }
 
 // One GEMM block of a transform point: M[rows x K] = V[rows x C] * U[C x K] in column blocks of the micro-kernel.
@@ -382,10 +456,10 @@ void run_blocks(const Conv& conv, const Geometry& g, const float* x, const float
     float* M = grow(scratch_m, static_cast<size_t>(kPoints * block * K));
     for (int64_t first = lo; first < hi; first += block) {
       const int64_t count = std::min(block, hi - first);
-      for (int64_t r = 0; r < count; ++r) input_tile<T>(g, conv, x, first + r, r, block, V);
+      for (int64_t r = 0; r < count; ++r) input_tile<T>(g, conv, x, first + r, r, block, V, wide);
       for (int p = 0; p < kPoints; ++p)
         gemm_point(wide, count, V + p * block * C, packed + p * C * K, M + p * block * K, C, K);
-      for (int64_t r = 0; r < count; ++r) output_tile<T>(g, conv, M, first + r, r, block, bias, post_src, y);
+      for (int64_t r = 0; r < count; ++r) output_tile<T>(g, conv, M, first + r, r, block, bias, post_src, y, wide);
     }
   }
 }
@@ -408,7 +482,7 @@ void run_phases(const Conv& conv, const Geometry& g, const float* x, const float
   for (int64_t first = 0; first < g.tiles; first += chunk) {
     const int64_t count = std::min(chunk, g.tiles - first);
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < count; ++r) input_tile<T>(g, conv, x, first + r, r, chunk, V);
+    for (int64_t r = 0; r < count; ++r) input_tile<T>(g, conv, x, first + r, r, chunk, V, wide);
     // one task: a transform point, a block of output channels, a group of rows; the rows go innermost so a
     // task's slice of U stays in L1 while it walks its V rows
     const int64_t groups = std::min<int64_t>(row_groups, (count + kRows - 1) / kRows);
@@ -434,7 +508,7 @@ void run_phases(const Conv& conv, const Geometry& g, const float* x, const float
       }
     }
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < count; ++r) output_tile<T>(g, conv, M, first + r, r, chunk, b, post_src, y);
+    for (int64_t r = 0; r < count; ++r) output_tile<T>(g, conv, M, first + r, r, chunk, b, post_src, y, wide);
   }
 }
 
