@@ -72,6 +72,8 @@ def _check(g: Graph, compiled, batches: tuple[int, ...]) -> None:  # type: ignor
     (72, 72, (3, 3), 1, 6, 6),      # 72 channels: two tasks of channel blocks (64 + 8)
     (32, 32, (5, 5), 2, 17, 17),    # EfficientNet's 5x5 stride 2
     (16, 16, (7, 7), 1, 12, 12),    # ConvNeXt's 7x7, rows shorter than the kernel's reach on both sides
+    (40, 40, (3, 3), 1, 7, 7),      # a 7x7 image: 7 rows split into channel slices for the threads
+    (48, 48, (5, 5), 1, 14, 30),    # 5x5 stride 1: three steps of 8 inside pixels, 2 + 4 checked at the borders
     (64, 16, (3, 3), 1, 9, 11),     # groups of 4 (ResNeXt's first stage): permuted in registers
     (32, 8, (3, 3), 2, 10, 10),     # groups of 4 at stride 2: no compiled-in loop for it, the generic one
     (64, 8, (3, 3), 1, 9, 9),       # groups of 8 (RegNet): broadcast mode

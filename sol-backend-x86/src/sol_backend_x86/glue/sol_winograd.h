@@ -23,7 +23,7 @@
  * few ulps times the magnitude of the products (the transform coefficients are at most 8).
  *
  * On CPUs with AVX-512F the GEMMs (most of the time) run on 16-float registers, 6 tiles by 64 output channels
- * per micro-kernel call; the transforms stay on AVX2.
+ * per micro-kernel call, and the transforms take 16 channels at a time.
  */
 #ifndef SOL_WINOGRAD_H
 #define SOL_WINOGRAD_H
@@ -42,7 +42,7 @@ struct Conv : sol_kernels::Kernel {
   bool has_bias = false;
   std::vector<sol_kernels::PostOp> post;  // applied by the output transform
 
-  const char* name() const override {  // the GEMMs run on AVX-512 where the CPU has it, the transforms on AVX2
+  const char* name() const override {  // AVX-512 where the CPU has it
     if (sol_kernels::avx512_supported()) return tile == 2 ? "winograd_2x2_3x3:sol:avx512" : "winograd_4x4_3x3:sol:avx512";
     return tile == 2 ? "winograd_2x2_3x3:sol:avx2" : "winograd_4x4_3x3:sol:avx2";
   }
