@@ -1,5 +1,5 @@
-// Winograd F(4x4, 3x3) and F(2x2, 3x3) for channels-last fp32 on AVX2/FMA: see sol_winograd.h for the method,
-// and sol_backend_x86/winograd.py for which tile size runs where (F(4x4) only on request: its float32 error).
+// Winograd F(4x4, 3x3) and F(2x2, 3x3) for channels-last fp32 on AVX2/FMA and AVX-512: see sol_winograd.h for the
+// method, and sol_backend_x86/winograd.py for which tile size runs where (F(4x4) only on request: its float32 error).
 #include "sol_winograd.h"
 
 #include <omp.h>
@@ -26,7 +26,8 @@ constexpr int64_t kBlockedWeightBytes = 512 << 10;
 // tiles per block in run_blocks (12 and 48 measured within a few percent of it)
 constexpr int64_t kBlockRows = 24;
 
-// Per-thread scratch of the calling thread: the transformed input and the GEMM results of one chunk.
+// Per-thread scratch: the transformed input and the GEMM results of a block (run_blocks: every thread its own)
+// or of a chunk (run_phases: the calling thread's, shared by the team).
 thread_local std::vector<float> scratch_v, scratch_m;
 
 float* grow(std::vector<float>& buffer, size_t floats) {
