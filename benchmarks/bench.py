@@ -12,7 +12,10 @@ with the same thread count: a crash or a leak stays in that child. Timings are
 medians of repeated runs after warm-up, measured in interleaved blocks (each
 round runs every peer once, in rotated order) so that drift of a shared machine
 hits all peers alike; before each block the other peers' thread pools get
-`--settle-ms` to stop spinning. Every peer's output is checked against eager PyTorch (or,
+`--settle-ms` to stop spinning. The table shows SOL against the fastest peer
+twice: the ratio of the two medians, and the median (with IQR) of the
+per-round ratios of their blocks' medians, which a slow phase of a shared
+machine spanning a round does not tip. Every peer's output is checked against eager PyTorch (or,
 for --onnx, against ONNX Runtime without graph optimizations); a mismatch is
 reported in the table, never hidden. See benchmarks/README.md.
 """
@@ -528,6 +531,7 @@ class Worker:
             planned[name] = max(min(runs, 3), min(runs, int(budget / max(per_run, 1e-9))))
             self.peer(name)["warmup_runs"] = warmup
         times: dict[str, list[float]] = {n: [] for n in names}
+        round_medians: dict[str, list[float]] = {n: [] for n in names}  # per round: the median of its block
         rounds = max(1, min(rounds, min(planned.values(), default=1)))
         for r in range(rounds):
             order = names[r % len(names):] + names[: r % len(names)] if names else []
@@ -541,15 +545,20 @@ class Worker:
                 # untimed call wakes this peer's own threads and caches: each peer is timed in its steady state.
                 time.sleep(settle)
                 fn()
+                block_ms = []
                 for _ in range(block):
                     start = time.perf_counter_ns()
                     fn()
-                    times[name].append((time.perf_counter_ns() - start) / 1e6)
+                    block_ms.append((time.perf_counter_ns() - start) / 1e6)
+                times[name] += block_ms
+                if block_ms:
+                    round_medians[name].append(statistics.median(block_ms))
             self.save()
         for name in names:
             entry = self.peer(name)
             entry.update(summarize(times[name]))
             entry["runs_planned"] = runs
+            entry["round_medians_ms"] = round_medians[name]
         self.result["rounds"] = rounds
 
     def _sol_cached(self, entry: dict[str, Any]) -> None:
@@ -701,6 +710,16 @@ def derive(result: dict[str, Any]) -> None:
     result["fastest_peer"] = fastest
     result["sol_speedup_vs_eager"] = timed["eager"] / sol_ms if sol_ms and "eager" in timed else None
     result["sol_vs_fastest_peer"] = others[fastest] / sol_ms if sol_ms and fastest else None
+    # The same ratio round by round (the two blocks of a round ran within a second of each other, so a slow phase
+    # of a shared machine that spans a round hits both): its median and interquartile range.
+    sol_rounds = peers.get("sol", {}).get("round_medians_ms") if sol_ms else None
+    fastest_rounds = peers[fastest].get("round_medians_ms") if fastest else None
+    result["sol_vs_fastest_per_round"] = result["sol_vs_fastest_per_round_iqr"] = None
+    if sol_rounds and fastest_rounds and len(sol_rounds) == len(fastest_rounds):
+        ratios = [f / s for f, s in zip(fastest_rounds, sol_rounds, strict=True)]
+        quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+        result["sol_vs_fastest_per_round"] = statistics.median(ratios)
+        result["sol_vs_fastest_per_round_iqr"] = [quartiles[0], quartiles[2]]
 
 
 def fmt_ms(entry: dict[str, Any]) -> str:
@@ -719,11 +738,19 @@ def fmt_ratio(value: float | None) -> str:
     return f"{value:.2f}x" if value >= 0.1 else f"{value:.2g}x"
 
 
+def fmt_per_round(result: dict[str, Any]) -> str:
+    """SOL vs the fastest peer, the median of the per-round ratios with their interquartile range."""
+    ratio, iqr = result.get("sol_vs_fastest_per_round"), result.get("sol_vs_fastest_per_round_iqr")
+    if not ratio or not iqr:
+        return "-"
+    return f"{ratio:.2f} [{iqr[0]:.2f}..{iqr[1]:.2f}]"
+
+
 def print_table(results: list[dict[str, Any]], peers: list[str]) -> float | None:
     shown = [p for p in PEERS if p in peers]
     with_eager = "eager" in shown and "sol" in shown
     header = ["model", *[f"{LABELS[p]} ms" for p in shown], *(["SOL vs eager"] if with_eager else []),
-              "SOL vs fastest", "SOL compile cold/cached s"]
+              "SOL vs fastest", "per round [IQR]", "SOL compile cold/cached s"]
     rows = []
     for r in results:
         sol = r["peers"].get("sol", {})
@@ -738,7 +765,7 @@ def print_table(results: list[dict[str, Any]], peers: list[str]) -> float | None
                      *[fmt_ms(r["peers"].get(p, {})) for p in shown],
                      *([fmt_ratio(r.get("sol_speedup_vs_eager"))] if with_eager else []),
                      fmt_ratio(r.get("sol_vs_fastest_peer")) + (f" ({LABELS[fastest]})" if fastest and r.get("sol_vs_fastest_peer") else ""),
-                     compile_cell])
+                     fmt_per_round(r), compile_cell])
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
     line = " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
     print(line)
@@ -748,6 +775,9 @@ def print_table(results: list[dict[str, Any]], peers: list[str]) -> float | None
     gm = geomean([r["sol_vs_fastest_peer"] for r in results if r.get("sol_vs_fastest_peer")])
     counted = sum(1 for r in results if r.get("sol_vs_fastest_peer"))
     print(f"\ngeometric mean of SOL vs fastest peer over {counted} row(s): {fmt_ratio(gm)} (> 1: SOL is faster)")
+    per_round = [r["sol_vs_fastest_per_round"] for r in results if r.get("sol_vs_fastest_per_round")]
+    if per_round:
+        print(f"geometric mean of the per-round ratios over {len(per_round)} row(s): {fmt_ratio(geomean(per_round))}")
     return gm
 
 

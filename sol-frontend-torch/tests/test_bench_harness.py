@@ -49,6 +49,13 @@ def test_inference_eager_and_sol(tmp_path):
     assert sol_entry["cache_hit"] is True, "a second sol.optimize in a fresh process must load from the cache"
     assert row["fastest_peer"] == "eager"
     assert row["sol_speedup_vs_eager"] == pytest.approx(row["sol_vs_fastest_peer"])
+    # 2 runs in 2 rounds of one run each: the per-round ratio is the median of those two runs' ratios
+    eager_rounds, sol_rounds = row["peers"]["eager"]["round_medians_ms"], sol_entry["round_medians_ms"]
+    assert row["rounds"] == 2 and len(eager_rounds) == len(sol_rounds) == 2
+    ratios = sorted(e / s for e, s in zip(eager_rounds, sol_rounds))
+    assert row["sol_vs_fastest_per_round"] == pytest.approx(sum(ratios) / 2)
+    low, high = row["sol_vs_fastest_per_round_iqr"]
+    assert low <= row["sol_vs_fastest_per_round"] <= high
     assert data["geomean_sol_vs_fastest_peer"] == pytest.approx(row["sol_vs_fastest_peer"])
 
 
