@@ -52,7 +52,7 @@ def test_inference_eager_and_sol(tmp_path):
     # 2 runs in 2 rounds of one run each: the per-round ratio is the median of those two runs' ratios
     eager_rounds, sol_rounds = row["peers"]["eager"]["round_medians_ms"], sol_entry["round_medians_ms"]
     assert row["rounds"] == 2 and len(eager_rounds) == len(sol_rounds) == 2
-    ratios = sorted(e / s for e, s in zip(eager_rounds, sol_rounds))
+    ratios = sorted(e / s for e, s in zip(eager_rounds, sol_rounds, strict=True))
     assert row["sol_vs_fastest_per_round"] == pytest.approx(sum(ratios) / 2)
     low, high = row["sol_vs_fastest_per_round_iqr"]
     assert low <= row["sol_vs_fastest_per_round"] <= high
