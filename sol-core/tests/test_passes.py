@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+import pytest
 from sol.ir import BATCH, Dim, Graph, Purpose
 from sol.ir.interpret import run_reference
 from sol.passes import (
@@ -122,6 +123,28 @@ def test_bn_folding_keeps_parameters_live() -> None:
         # New parameter values (as after load_state_dict) flow through the folded graph.
         new = {name: (np.abs(t.data) + 0.1 if "var" in name else t.data * 2).astype(np.float32) for name, t in before.params.items()}
         assert_same(before, g, [x], new)
+
+
+@pytest.mark.parametrize("first_also_read", [False, True])
+def test_bn_folding_of_two_batch_norms_in_a_row(first_also_read: bool) -> None:
+    """conv -> bn1 -> bn2: bn2 folds into the conv bn1 was folded into, unless bn1's result has another reader."""
+    g = Graph("conv_bn_bn")
+    x = image_input(g)
+    (y,) = g.add_layer("conv", [x, g.add_param("conv.weight", rand(4, 3, 3, 3))],
+                       {"stride": (1, 1), "padding": ((1, 1), (1, 1)), "dilation": (1, 1), "groups": 1}, name="conv")
+    outputs = []
+    for name in ("bn1", "bn2"):
+        stats = [g.add_param(f"{name}.running_mean", rand(4)), g.add_param(f"{name}.running_var", np.abs(rand(4)) + 0.5),
+                 g.add_param(f"{name}.weight", rand(4)), g.add_param(f"{name}.bias", rand(4))]
+        (y,) = g.add_layer("batch_norm", [y, *stats], {"eps": 1e-5}, name=name)
+        if name == "bn1" and first_also_read:
+            outputs += g.add_layer("sigmoid", [y], name="other_reader")
+    outputs += g.add_layer("relu", [y], name="relu")
+    g.outputs = outputs
+    before = copy.deepcopy(g)
+    fold_batch_norm(g)
+    assert ops(g).count("batch_norm") == (1 if first_also_read else 0)
+    assert_same(before, g, [rand(2, 3, 8, 8)])
 
 
 def test_bn_folding_needs_a_single_consumer() -> None:

@@ -65,25 +65,22 @@ def _fold(graph: Graph, producer: Layer, bn: Layer) -> None:
 
 
 def fold_batch_norm(graph: Graph) -> Graph:
-    changed = True
-    while changed:
-        changed = False
-        producers = graph.producers()
-        consumers = graph.consumers()
-        # every fold of this sweep updates the maps it changes, instead of rebuilding them per fold (quadratic:
-        # 0.13 s of Inception-v2's 0.7 s cached load)
-        for bn in list(graph.layers):
-            if bn.op != "batch_norm" or not all(_is_parameter_like(t) for t in bn.inputs[1:]):
-                continue
-            producer = producers.get(id(bn.inputs[0]))
-            if producer is None or producer.op not in _FOLDABLE or len(producer.inputs) < 2:
-                continue
-            out = producer.outputs[0]
-            if len(consumers.get(id(out), [])) != 1 or is_graph_output(graph, out):
-                continue
-            if producer.op == "linear" and out.rank != 2:
-                continue  # channel axis 1 is the linear's output features only for [N, F]
-            _fold(graph, producer, bn)
-            consumers[id(out)] = consumers.pop(id(bn.outputs[0]), [])  # the batch norm's readers read ``out`` now
-            changed = True
+    # One sweep in graph order: each fold updates the consumer map it changes instead of rebuilding both maps
+    # (quadratic: 0.13 s of Inception-v2's 0.7 s cached load), so a batch norm after a folded one (conv -> bn ->
+    # bn) is folded in the same sweep.
+    producers = graph.producers()
+    consumers = graph.consumers()
+    for bn in list(graph.layers):
+        if bn.op != "batch_norm" or not all(_is_parameter_like(t) for t in bn.inputs[1:]):
+            continue
+        producer = producers.get(id(bn.inputs[0]))
+        if producer is None or producer.op not in _FOLDABLE or len(producer.inputs) < 2:
+            continue
+        out = producer.outputs[0]
+        if len(consumers.get(id(out), [])) != 1 or is_graph_output(graph, out):
+            continue
+        if producer.op == "linear" and out.rank != 2:
+            continue  # channel axis 1 is the linear's output features only for [N, F]
+        _fold(graph, producer, bn)
+        consumers[id(out)] = consumers.pop(id(bn.outputs[0]), [])  # the batch norm's readers read ``out`` now
     return graph
