@@ -411,17 +411,14 @@ SOL_AVX2 void output_tile(const Geometry& g, const Conv& conv, const float* M, i
   for (; k < g.K; k += 8) output_group<T>(g, conv, M, row, chunk, k, base, rows, cols, bias, post_src, y);
 }
 
-// One GEMM block of a transform point: M[rows x K] = V[rows x C] * U[C x K] in column blocks of the micro-kernel.
-inline void gemm_point(bool wide, int64_t rows_total, const float* v, const float* u, float* m, int64_t C,
-                       int64_t K) {
-  const int64_t cols = wide ? kWideCols : kCols;
-  for (int64_t cb = 0; cb < K; cb += cols) {
-    const int64_t width = std::min(cols, K - cb);
-    for (int64_t r = 0; r < rows_total; r += kRows) {
-      const int rows = static_cast<int>(std::min<int64_t>(kRows, rows_total - r));
-      if (wide) gemm_wide(rows, width, v + r * C, C, u + cb, K, C, m + r * K + cb, K);
-      else gemm_narrow(rows, width, v + r * C, C, u + cb, K, C, m + r * K + cb, K);
-    }
+// M[r][cb, cb + width) = V[r] * U[:, cb, cb + width) for rows r in [lo, hi) of one transform point, kRows rows
+// per micro-kernel call (width: at most kWideCols with AVX-512, kCols without).
+inline void gemm_rows_block(bool wide, int64_t lo, int64_t hi, int64_t width, const float* v, const float* u,
+                            float* m, int64_t C, int64_t K) {
+  for (int64_t r = lo; r < hi; r += kRows) {
+    const int rows = static_cast<int>(std::min<int64_t>(kRows, hi - r));
+    if (wide) gemm_wide(rows, width, v + r * C, C, u, K, C, m + r * K, K);
+    else gemm_narrow(rows, width, v + r * C, C, u, K, C, m + r * K, K);
   }
 }
 
@@ -445,6 +442,7 @@ void run_blocks(const Conv& conv, const Geometry& g, const float* x, const float
   constexpr int kPoints = Tile<T>::kPoints;
   const int64_t C = g.C, K = g.K;
   const bool wide = sol_kernels::avx512_supported();
+  const int64_t cols = wide ? kWideCols : kCols;
 #pragma omp parallel
   {
     // each thread its own contiguous share of the tiles (no imbalance beyond one tile), in equal blocks of at
@@ -459,7 +457,9 @@ void run_blocks(const Conv& conv, const Geometry& g, const float* x, const float
       const int64_t count = std::min(block, hi - first);
       for (int64_t r = 0; r < count; ++r) input_tile<T>(g, conv, x, first + r, r, block, V, wide);
       for (int p = 0; p < kPoints; ++p)
-        gemm_point(wide, count, V + p * block * C, packed + p * C * K, M + p * block * K, C, K);
+        for (int64_t cb = 0; cb < K; cb += cols)
+          gemm_rows_block(wide, 0, count, std::min(cols, K - cb), V + p * block * C, packed + p * C * K + cb,
+                          M + p * block * K + cb, C, K);
       for (int64_t r = 0; r < count; ++r) output_tile<T>(g, conv, M, first + r, r, block, bias, post_src, y, wide);
     }
   }
@@ -495,16 +495,9 @@ void run_phases(const Conv& conv, const Geometry& g, const float* x, const float
     for (int64_t p = 0; p < kPoints; ++p) {
       for (int64_t cb = 0; cb < col_tasks; ++cb) {
         for (int64_t part = 0; part < row_split; ++part) {
-          const float* u = packed + p * C * K + cb * cols;
-          const float* v = V + p * chunk * C;
-          float* m = M + p * chunk * K + cb * cols;
-          const int64_t width = std::min(cols, K - cb * cols);
           const int64_t lo = part * groups / row_split * kRows, hi = std::min(count, (part + 1) * groups / row_split * kRows);
-          for (int64_t r = lo; r < hi; r += kRows) {
-            const int rows = static_cast<int>(std::min<int64_t>(kRows, hi - r));
-            if (wide) gemm_wide(rows, width, v + r * C, C, u, K, C, m + r * K, K);
-            else gemm_narrow(rows, width, v + r * C, C, u, K, C, m + r * K, K);
-          }
+          gemm_rows_block(wide, lo, hi, std::min(cols, K - cb * cols), V + p * chunk * C,
+                          packed + p * C * K + cb * cols, M + p * chunk * K + cb * cols, C, K);
         }
       }
     }
