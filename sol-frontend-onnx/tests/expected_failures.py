@@ -274,8 +274,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     'test_mul_uint32_cpu': 'dtype uint32: generated code supports float32/float64/int8/int32/int64/uint8/bool only',
     'test_pow_types_float32_uint32_cpu': 'dtype uint32: generated code supports float32/float64/int8/int32/int64/uint8/bool only',
     'test_sub_uint32_cpu': 'dtype uint32: generated code supports float32/float64/int8/int32/int64/uint8/bool only',
-    # Resize: keep_aspect_ratio_policy with round-half-up output sizes (1)
-    'test_resize_downsample_sizes_nearest_not_smaller_cpu': 'Resize: keep_aspect_ratio_policy whose rounded output size differs from floor(scale * size)',
     # Scan: control flow with subgraphs, out of scope (17)
     'test_linear_attention_decode_step_expanded_cpu': 'Scan: control flow with subgraphs, out of scope',
     'test_linear_attention_delta_expanded_cpu': 'Scan: control flow with subgraphs, out of scope',

@@ -61,6 +61,24 @@ def test_wildcard_batch_numpy_in_and_out() -> None:
         np.testing.assert_allclose(only_z, rz, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize(("policy", "sizes"), [("not_larger", [3, 5]), ("not_smaller", [3, 4])])
+def test_resize_keep_aspect_ratio_with_rounded_up_sizes(mode: str, policy: str, sizes: list[int]) -> None:
+    """4x6 -> scale 0.75: the output is round-half-up(4.5) = 5 wide, one more than a resize by scale 0.75."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode, axes=[2, 3],
+                            keep_aspect_ratio_policy=policy)
+    sizes_init = numpy_helper.from_array(np.asarray(sizes, np.int64), "sizes")
+    model = helper.make_model(helper.make_graph([node], "resize", [x], [y], [sizes_init]),
+                              opset_imports=[helper.make_opsetid("", 19)])
+    data = RNG.standard_normal((1, 2, 4, 6)).astype(np.float32)
+    (want,) = _reference(model, x=data)
+    assert want.shape == (1, 2, 3, 5)
+    got = sol.optimize(model, data)(data)  # one output: an array
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_path_keyword_inputs_and_single_output(tmp_path) -> None:
     model = _mlp()
     del model.graph.output[1]

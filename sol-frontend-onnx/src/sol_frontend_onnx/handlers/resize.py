@@ -28,26 +28,43 @@ _RESIZE_ATTRS = ("mode", "coordinate_transformation_mode", "nearest_mode", "cubi
                  "extrapolation_value", "antialias")
 
 
-def _axis_map(attrs: dict[str, Any], size: int, out: int, scale: float | None, roi: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray]:
-    """(W [out, size], b [out]) of one axis, from ONNX's reference Resize of the identity and of zeros."""
+#: elements of the reference problem behind one axis of a keep_aspect_ratio_policy resize (see `_axis_map`)
+_MAX_POLICY_MAP = 1 << 22
+
+
+def _axis_map(attrs: dict[str, Any], size: int, out: int, scale: float | None, roi: tuple[float, float] | None,
+              policy: tuple[str, int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(W [out, size], b [out]) of one axis, from ONNX's reference Resize of the identity and of zeros.
+
+    ``policy``: (keep_aspect_ratio_policy, size, requested size) of the axis that decides the policy's
+    scale; the identity then gets that axis as a third dim, constant along it, and the reference
+    resizes dims 0 and 2 under the policy (requested sizes ``out`` and the other's). Along the third
+    dim every output is an interpolation of equal values, so index 0 of it is the map.
+    """
     data = np.concatenate([np.eye(size), np.zeros((size, 1))], axis=1).astype(np.float64)
+    if policy is not None:
+        data = np.repeat(data[:, :, None], policy[1], axis=2)
+        attrs = {**attrs, "keep_aspect_ratio_policy": policy[0], "axes": [0, 2]}
     names = ["x", "roi" if roi is not None else "", "scales" if scale is not None else ""]
     node = helper.make_node("Resize", names + (["sizes"] if scale is None else []), ["y"], **attrs)
     feeds: dict[str, np.ndarray] = {"x": data}
     graph_inputs = [helper.make_tensor_value_info("x", onnx.TensorProto.DOUBLE, list(data.shape))]
     if roi is not None:
-        feeds["roi"] = np.asarray([roi[0], 0.0, roi[1], 1.0], dtype=np.float32)
+        feeds["roi"] = np.asarray([roi[0], 0.0, roi[1], 1.0], dtype=np.float32)  # (starts, ends) of dims 0 and 1 or 2
         graph_inputs.append(helper.make_tensor_value_info("roi", onnx.TensorProto.FLOAT, [4]))
     if scale is not None:
         feeds["scales"] = np.asarray([scale, 1.0], dtype=np.float32)
         graph_inputs.append(helper.make_tensor_value_info("scales", onnx.TensorProto.FLOAT, [2]))
     else:
-        feeds["sizes"] = np.asarray([out, size + 1], dtype=np.int64)
+        requested = [out, size + 1] if policy is None else [out, policy[2]]
+        feeds["sizes"] = np.asarray(requested, dtype=np.int64)
         graph_inputs.append(helper.make_tensor_value_info("sizes", onnx.TensorProto.INT64, [2]))
     graph = helper.make_graph([node], "axis", graph_inputs, [helper.make_tensor_value_info("y", onnx.TensorProto.DOUBLE, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
     (result,) = ReferenceEvaluator(model).run(None, feeds)
     result = np.asarray(result, dtype=np.float64)
+    if policy is not None:
+        result = result[:, :, 0]
     weights, bias = result[:, :size].copy(), result[:, size]
     # a row outside tf_crop_and_resize's roi is the extrapolation value in every column (the zero column too,
     # which is exact 0 in every other row): its weights are 0 and the value is the bias
@@ -133,11 +150,21 @@ def _keep_aspect_ratio(ctx: Any, x: Tensor, attrs: dict[str, Any], policy: str, 
     ratios = [int(n) / int(d) for n, d in zip(sizes, shape, strict=True)]
     scale = min(ratios) if policy == "not_larger" else max(ratios)
     outs = [int(scale * int(d) + 0.5) for d in shape]
-    if any(o != int(np.floor(scale * int(d))) for o, d in zip(outs, shape, strict=True)):
-        # the per-axis weights come from ONNX's reference run with this scale, which sizes its output by floor
-        raise ctx.unsupported(f"keep_aspect_ratio_policy={policy!r} where the rounded output size {outs} differs "
-                              "from floor(scale * size)")
-    return resize(ctx, x, attrs, [scale] * len(axes), None, roi or None, axes, outs)
+    if all(o == int(np.floor(scale * int(d))) for o, d in zip(outs, shape, strict=True)):
+        return resize(ctx, x, attrs, [scale] * len(axes), None, roi or None, axes, outs)
+    # A rounded-up size: a reference run with `scales` would size its output by floor, so each axis is
+    # resized by the reference with the policy itself, next to the axis that decides the scale.
+    deciding = ratios.index(scale)
+    result = x
+    for i, axis in enumerate(axes):
+        size, other = int(shape[i]), (int(shape[deciding]), int(sizes[deciding]))
+        if size * (size + 1) * other[0] > _MAX_POLICY_MAP:
+            raise ctx.unsupported(f"keep_aspect_ratio_policy={policy!r} where the rounded output size {outs} "
+                                  f"differs from floor(scale * size) on an axis this large ({size})")
+        axis_roi = (float(roi[i]), float(roi[i + len(axes)])) if roi else None
+        weights, bias = _axis_map(attrs, size, int(sizes[i]), None, axis_roi, policy=(policy, *other))
+        result = _apply(ctx, result, axis, weights, bias)
+    return result if result is not x else ctx.one("identity", [x])
 
 
 @handler("Upsample")
