@@ -10,6 +10,7 @@ from sol.ir import BATCH, Dim, Graph, Purpose
 from sol.ir.interpret import run_reference
 from sol.passes import (
     batch_norm_as_scale_shift,
+    conv_over_concat,
     eliminate_common_subexpressions,
     fold_batch_norm,
     fold_constants,
@@ -309,6 +310,53 @@ def test_pool_stays_after_a_spatial_or_shared_concatenation() -> None:
     g.outputs = [*g.outputs, g.layers[2].outputs[0]]  # the joined tensor is read elsewhere too
     pool_before_concat(g)
     assert ops(g) == ["relu", "exp", "concat", "max_pool", "tanh"]
+
+
+def _concat_then_conv(out_channels: int, conv_attrs: dict, kernel: int = 1, bias: bool = True,
+                      batch: object = BATCH) -> Graph:
+    """relu(x) (4 ch), exp(x) (4 ch) and x (4 ch) joined over channels, then a convolution, then tanh."""
+    g = Graph()
+    x = image_input(g, channels=4, size=9, batch=batch)
+    (a,) = g.add_layer("relu", [x], name="a")
+    (b,) = g.add_layer("exp", [x], name="b")
+    (c,) = g.add_layer("concat", [a, b, x], {"axis": 1}, name="cat")
+    groups = int(conv_attrs.get("groups", 1))
+    inputs = [c, g.add_param("w", rand(out_channels, 12 // groups, kernel, kernel))]
+    (y,) = g.add_layer("conv", inputs + ([g.add_param("bias", rand(out_channels))] if bias else []), conv_attrs,
+                       name="squeeze")
+    (t,) = g.add_layer("tanh", [y], name="after")
+    g.outputs = [t]
+    return g
+
+
+@pytest.mark.parametrize(("kernel", "attrs", "bias"), [
+    (1, POINTWISE, True),
+    (1, POINTWISE, False),
+    (3, {**POINTWISE, "stride": (2, 2), "padding": ((1, 1), (1, 1))}, True),  # every part is padded alike
+])
+def test_conv_over_a_channel_concatenation_becomes_one_conv_per_part(kernel: int, attrs: dict, bias: bool) -> None:
+    g = _concat_then_conv(5, attrs, kernel, bias)
+    before = copy.deepcopy(g)
+    conv_over_concat(g)
+    assert "concat" not in ops(g)
+    assert ops(g).count("conv") == 3 and ops(g).count("add") == 2 and ops(g).count("slice") == 3
+    convs = [layer for layer in g.layers if layer.op == "conv"]
+    assert [len(c.inputs) for c in convs] == ([3, 2, 2] if bias else [2, 2, 2])  # the bias goes with the first part
+    assert ops(g)[-2:] == ["add", "tanh"] and g.layers[-1].inputs[0] is g.layers[-2].outputs[0]
+    assert_same(before, g, [rand(2, 4, 9, 9)])
+
+
+def test_conv_over_concat_keeps_what_it_cannot_split() -> None:
+    g = _concat_then_conv(16, POINTWISE)  # more output channels than joined ones: the sum would cost more
+    conv_over_concat(g)
+    assert ops(g) == ["relu", "exp", "concat", "conv", "tanh"]
+    g = _concat_then_conv(4, {**POINTWISE, "groups": 2})  # grouped: a part's channels span groups
+    conv_over_concat(g)
+    assert ops(g) == ["relu", "exp", "concat", "conv", "tanh"]
+    g = _concat_then_conv(5, POINTWISE)
+    g.outputs = [*g.outputs, g.layers[2].outputs[0]]  # the joined tensor is read elsewhere too
+    conv_over_concat(g)
+    assert ops(g) == ["relu", "exp", "concat", "conv", "tanh"]
 
 
 def _shuffle_graph(perm: tuple[int, ...], batch: object = BATCH) -> Graph:

@@ -7,6 +7,7 @@ from .bn_folding import fold_batch_norm
 from .bn_scale_shift import batch_norm_as_scale_shift
 from .channel_shuffle import fuse_channel_shuffle
 from .constant_folding import fold_constants
+from .conv_over_concat import conv_over_concat
 from .cse import eliminate_common_subexpressions
 from .dead_layers import remove_dead_layers
 from .permute_as_reshape import permute_as_reshape
@@ -28,6 +29,7 @@ INFERENCE_PASSES = (
     merge_relu_maxpool,
     pool_before_pointwise_conv,
     pool_before_concat,
+    conv_over_concat,
     eliminate_common_subexpressions,
     remove_dead_layers,
 )
@@ -40,6 +42,6 @@ def run_inference_passes(graph: Graph) -> Graph:
 
 
 __all__ = [
-    "INFERENCE_PASSES", "batch_norm_as_scale_shift", "eliminate_common_subexpressions", "fold_batch_norm", "fold_constants", "fuse_channel_shuffle", "merge_relu_maxpool", "permute_as_reshape", "pool_before_concat", "pool_before_pointwise_conv",
+    "INFERENCE_PASSES", "batch_norm_as_scale_shift", "conv_over_concat", "eliminate_common_subexpressions", "fold_batch_norm", "fold_constants", "fuse_channel_shuffle", "merge_relu_maxpool", "permute_as_reshape", "pool_before_concat", "pool_before_pointwise_conv",
     "remove_dead_layers", "remove_identity", "run_inference_passes",
 ]
