@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..ir.graph import Graph, Layer, Tensor
@@ -31,3 +31,27 @@ def new_layers(graph: Graph, build: Any) -> list[Layer]:
 def insert_before(graph: Graph, anchor: Layer, layers: Sequence[Layer]) -> None:
     index = next(i for i, layer in enumerate(graph.layers) if layer is anchor)
     graph.layers[index:index] = list(layers)
+
+
+def sole_reader_pairs(graph: Graph, consumer_ops: Sequence[str],
+                      producer_ops: Sequence[str]) -> Iterator[tuple[Layer, Layer]]:
+    """(producer, consumer) pairs a pass may rewrite: a layer of ``consumer_ops`` whose input 0 a layer of
+    ``producer_ops`` writes, and nothing else reads (nor is it a model output).
+
+    The caller may rewrite each pair before asking for the next one: the layers are visited in their order
+    before the pass started, and the producer/consumer maps are rebuilt after each pair.
+    """
+    producers = graph.producers()
+    consumers = graph.consumers()
+    for consumer in list(graph.layers):  # a copy: callers move and replace layers
+        if consumer.op not in consumer_ops or not consumer.inputs:
+            continue
+        producer = producers.get(id(consumer.inputs[0]))
+        if producer is None or producer.op not in producer_ops:
+            continue
+        mid = consumer.inputs[0]
+        if len(consumers.get(id(mid), [])) != 1 or is_graph_output(graph, mid):
+            continue
+        yield producer, consumer
+        producers = graph.producers()
+        consumers = graph.consumers()

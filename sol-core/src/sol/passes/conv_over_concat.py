@@ -30,7 +30,7 @@ import math
 
 from ..ir.graph import Graph, Layer, Tensor
 from ..ir.ops._shapes import normalize_axis
-from ._rewrite import insert_before, is_graph_output, new_layers
+from ._rewrite import insert_before, new_layers, sole_reader_pairs
 
 
 def _per_sample(tensor: Tensor) -> int | None:
@@ -41,7 +41,7 @@ def _per_sample(tensor: Tensor) -> int | None:
 
 def _splittable(conv: Layer, concat: Layer) -> bool:
     joined = concat.outputs[0]
-    if conv.op != "conv" or int(conv.attrs.get("groups", 1)) != 1 or conv.inputs[0] is not joined:
+    if int(conv.attrs.get("groups", 1)) != 1:
         return False
     if normalize_axis(int(concat.attrs["axis"]), joined.rank) != 1 or len(concat.inputs) < 2:
         return False
@@ -75,20 +75,10 @@ def _split(graph: Graph, conv: Layer, concat: Layer) -> list[Layer]:
 
 
 def conv_over_concat(graph: Graph) -> Graph:
-    producers = graph.producers()
-    consumers = graph.consumers()
-    for conv in list(graph.layers):  # a copy: the loop replaces layers
-        if conv.op != "conv":
-            continue
-        concat = producers.get(id(conv.inputs[0]))
-        if concat is None or concat.op != "concat" or not _splittable(conv, concat):
-            continue
-        joined = concat.outputs[0]
-        if len(consumers.get(id(joined), [])) != 1 or is_graph_output(graph, joined):
+    for concat, conv in sole_reader_pairs(graph, ("conv",), ("concat",)):
+        if not _splittable(conv, concat):
             continue
         insert_before(graph, conv, _split(graph, conv, concat))
         graph.layers.remove(conv)
         graph.layers.remove(concat)
-        producers = graph.producers()
-        consumers = graph.consumers()
     return graph

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..ir.graph import Graph, Layer
 from ..ir.ops._shapes import normalize_axis
-from ._rewrite import insert_before, is_graph_output, new_layers
+from ._rewrite import insert_before, new_layers, sole_reader_pairs
 
 _POOLS = ("max_pool", "avg_pool")
 
@@ -29,16 +29,8 @@ def _over_leading_dims(concat: Layer, pool: Layer) -> bool:
 
 
 def pool_before_concat(graph: Graph) -> Graph:
-    producers = graph.producers()
-    consumers = graph.consumers()
-    for pool in list(graph.layers):  # a copy: the loop replaces layers
-        if pool.op not in _POOLS or len(pool.outputs) != 1:
-            continue
-        concat = producers.get(id(pool.inputs[0]))
-        if concat is None or concat.op != "concat" or not _over_leading_dims(concat, pool):
-            continue
-        joined = concat.outputs[0]
-        if len(consumers.get(id(joined), [])) != 1 or is_graph_output(graph, joined):
+    for concat, pool in sole_reader_pairs(graph, _POOLS, ("concat",)):
+        if len(pool.outputs) != 1 or not _over_leading_dims(concat, pool):
             continue
         parts = concat.inputs
 
@@ -52,6 +44,4 @@ def pool_before_concat(graph: Graph) -> Graph:
         concat.outputs = [pool.outputs[0]]
         insert_before(graph, concat, pooled)
         graph.layers.remove(pool)
-        producers = graph.producers()
-        consumers = graph.consumers()
     return graph

@@ -14,7 +14,7 @@ when anything else reads the convolution's result.
 from __future__ import annotations
 
 from ..ir.graph import Graph, Layer, Tensor
-from ._rewrite import is_graph_output
+from ._rewrite import sole_reader_pairs
 
 
 def _no_padding(padding: object) -> bool:
@@ -45,16 +45,8 @@ def _exact_average(pool: Layer) -> bool:
 
 
 def pool_before_pointwise_conv(graph: Graph) -> Graph:
-    producers = graph.producers()
-    consumers = graph.consumers()
-    for pool in list(graph.layers):  # a copy: the loop moves layers
-        if not _exact_average(pool):
-            continue
-        conv = producers.get(id(pool.inputs[0]))
-        if conv is None or not _pointwise(conv):
-            continue
-        mid = conv.outputs[0]
-        if len(consumers.get(id(mid), [])) != 1 or is_graph_output(graph, mid):
+    for conv, pool in sole_reader_pairs(graph, ("avg_pool",), ("conv",)):
+        if not _exact_average(pool) or not _pointwise(conv):
             continue
         x = conv.inputs[0]
         out = pool.outputs[0]
@@ -67,6 +59,4 @@ def pool_before_pointwise_conv(graph: Graph) -> Graph:
         conv.outputs = [out]
         graph.layers.remove(pool)
         graph.layers.insert(graph.layers.index(conv), pool)
-        producers = graph.producers()
-        consumers = graph.consumers()
     return graph

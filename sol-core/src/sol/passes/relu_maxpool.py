@@ -8,23 +8,13 @@ padding with -inf does not change the result either.
 from __future__ import annotations
 
 from ..ir.graph import Graph, Tensor
-from ._rewrite import is_graph_output
+from ._rewrite import sole_reader_pairs
 
 _MONOTONIC = ("relu", "clamp")
 
 
 def merge_relu_maxpool(graph: Graph) -> Graph:
-    producers = graph.producers()
-    consumers = graph.consumers()
-    for pool in list(graph.layers):  # a copy: the loop moves layers
-        if pool.op != "max_pool":
-            continue
-        act = producers.get(id(pool.inputs[0]))
-        if act is None or act.op not in _MONOTONIC:
-            continue
-        mid = act.outputs[0]
-        if len(consumers.get(id(mid), [])) != 1 or is_graph_output(graph, mid):
-            continue
+    for act, pool in sole_reader_pairs(graph, ("max_pool",), _MONOTONIC):
         pooled_out = pool.outputs[0]
         pooled = Tensor(graph.unique_name(f"{pool.name}_pre_{act.op}"), pooled_out.dims, pooled_out.dtype)
         # Swap: the pool reads the activation's input, the activation writes the pool's old output.
@@ -34,6 +24,4 @@ def merge_relu_maxpool(graph: Graph) -> Graph:
         act.outputs = [pooled_out]
         graph.layers.remove(act)
         graph.layers.insert(graph.layers.index(pool) + 1, act)
-        producers = graph.producers()
-        consumers = graph.consumers()
     return graph
