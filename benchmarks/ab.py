@@ -13,6 +13,13 @@ flipping every round, and the result is the median of the per-round ratios
 off/on with its interquartile range. A slow phase of the machine that spans a
 round hits both alike and cancels out of that round's ratio.
 
+The order of the two compilations matters too: of two identical builds of
+squeezenet1_1 in one process, the one compiled first ran 4-6% faster (where
+the two land in memory, most likely). So half of the rounds compare a pair
+compiled "on" first and half a fresh pair compiled "off" first; the medians of
+both halves are reported as well, and their spread shows the size of that
+effect.
+
 Printed per model: both medians, the speed-up of "on" over "off" (> 1: the
 setting makes SOL faster) with its IQR, and the largest difference between the
 two outputs (both are also checked against eager PyTorch).
@@ -41,38 +48,64 @@ def median_seconds(fn: Callable[[], object], calls: int) -> float:
     return statistics.median(times)
 
 
+def _compile(model: torch.nn.Module, x: torch.Tensor, key: str, order: tuple[bool, bool]) -> dict[bool, object]:
+    """The model compiled with ``key`` set as in ``order`` (the first one compiled first)."""
+    previous = sol.config[key]
+    compiled = {}
+    try:
+        for value in order:
+            sol.config[key] = value
+            compiled[value] = sol.optimize(model, x)
+    finally:
+        sol.config[key] = previous
+    return compiled
+
+
+def _paired_rounds(compiled: dict[bool, object], x: torch.Tensor, key: str, rounds: int,
+                   calls: int) -> dict[str, list[float]]:
+    """Per round, the median seconds of ``calls`` calls of each, the order flipping every round."""
+    previous = sol.config[key]
+    seconds: dict[str, list[float]] = {"on": [], "off": []}
+    for r in range(rounds):
+        for value in ((True, False) if r % 2 == 0 else (False, True)):
+            sol.config[key] = value  # also for settings read per call, not only at compile time
+            try:
+                seconds["on" if value else "off"].append(median_seconds(lambda m=compiled[value]: m(x), calls))
+            finally:
+                sol.config[key] = previous
+    return seconds
+
+
 def compare(name: str, key: str, rounds: int, calls: int, batch: int) -> dict[str, object]:
     """One model compiled with ``key`` on and off, timed in paired rounds (see the module docstring)."""
     model, example = build(name)
     x = torch.randn((batch, *example.shape[1:]))
-    previous = sol.config[key]
-    try:
-        sol.config[key] = True
-        on = sol.optimize(model, x)
-        sol.config[key] = False
-        off = sol.optimize(model, x)
-    finally:
-        sol.config[key] = previous
-    native_reader.wait()  # SOL's background build of its parameter reader is done before anything is timed
+    seconds: dict[str, list[float]] = {"on": [], "off": []}
+    by_order: dict[str, float] = {}
     with torch.no_grad():
-        reference, y_on, y_off = model(x), on(x), off(x)
-        for _ in range(3):  # warm-up: first-call allocations, thread start-up
-            on(x), off(x)
-        seconds: dict[str, list[float]] = {"on": [], "off": []}
-        for r in range(rounds):
-            order = (("on", on), ("off", off)) if r % 2 == 0 else (("off", off), ("on", on))
-            for label, compiled in order:
-                sol.config[key] = label == "on"  # also for settings read per call, not only at compile time
-                try:
-                    seconds[label].append(median_seconds(lambda m=compiled: m(x), calls))
-                finally:
-                    sol.config[key] = previous
+        reference = model(x)
+        # half the rounds with "on" compiled first, half with a fresh pair compiled "off" first
+        for order, share in (((True, False), (rounds + 1) // 2), ((False, True), rounds // 2)):
+            if share == 0:
+                continue
+            compiled = _compile(model, x, key, order)
+            native_reader.wait()  # SOL's background build of its parameter reader is done before anything is timed
+            y_on, y_off = compiled[True](x), compiled[False](x)
+            for _ in range(3):  # warm-up: first-call allocations, thread start-up
+                compiled[True](x), compiled[False](x)
+            leg = _paired_rounds(compiled, x, key, share, calls)
+            by_order["on_compiled_first" if order[0] else "off_compiled_first"] = statistics.median(
+                b / a for a, b in zip(leg["on"], leg["off"], strict=True))
+            for label in seconds:
+                seconds[label] += leg[label]
+            del compiled
     ratios = [b / a for a, b in zip(seconds["on"], seconds["off"], strict=True)]
     quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
     return {
         "model": name, "key": key, "batch": batch, "rounds": rounds, "calls": calls,
         "on_ms": statistics.median(seconds["on"]) * 1e3, "off_ms": statistics.median(seconds["off"]) * 1e3,
         "speedup": statistics.median(ratios), "iqr": [quartiles[0], quartiles[2]],
+        "speedup_by_compile_order": by_order,
         "max_diff_on_off": float((y_on - y_off).abs().max()),
         "max_error_vs_eager": {"on": float((y_on - reference).abs().max()),
                                "off": float((y_off - reference).abs().max())},
@@ -105,8 +138,9 @@ def main() -> None:
         results.append(result)
         low, high = result["iqr"]
         print(f"{name} b{args.batch}: {args.key} on {result['on_ms']:.2f} ms, off {result['off_ms']:.2f} ms; "
-              f"on is {result['speedup']:.3f}x as fast (IQR {low:.3f}..{high:.3f}, {args.rounds} rounds); "
-              f"max |on - off| {result['max_diff_on_off']:.1e}", flush=True)
+              f"on is {result['speedup']:.3f}x as fast (IQR {low:.3f}..{high:.3f}, {args.rounds} rounds; "
+              + ", ".join(f"{k.replace('_', ' ')} {v:.3f}x" for k, v in result["speedup_by_compile_order"].items())
+              + f"); max |on - off| {result['max_diff_on_off']:.1e}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -14,10 +14,13 @@ two), and the next module's squeeze convolution is the only reader. That copy
 costs 17 us with the data in cache and 100 us in this VM's slow phases, when
 other tenants evict it (`sol.profile`, 2-core AVX-512 VM); a later part costs
 one more library call and a read of the running sum instead. Whole models,
-the pass on against off in paired rounds in one process (x86, 20-30 rounds):
-squeezenet1_1 1.080x (IQR 1.068-1.105), 1.084x, and 1.040x with the two
-compiled in the other order; squeezenet1_0 1.051x; light_squeezenet.onnx
-1.004x and 1.024x.
+the pass on against off in paired rounds in one process (x86, 20-30 rounds),
+with the build that has the pass compiled first: squeezenet1_1 1.080x (IQR
+1.068-1.105), 1.084x, 1.062x, 1.062x; compiled second: 1.040x, 1.005x,
+0.998x. Two identical builds compared the same way gave the first 1.040x and
+1.058x, so about half of the first numbers is the compile order, and the
+pass gains squeezenet1_1 some 2-3% (squeezenet1_0 1.051x, built first;
+light_squeezenet.onnx 1.004x and 1.024x, built second).
 
 Done only when nothing else reads the concatenation and it is larger than
 the convolution's result (the running sum each later part reads): a squeeze
