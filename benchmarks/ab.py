@@ -35,6 +35,7 @@ from collections.abc import Callable
 
 import sol.pytorch as sol
 import torch
+from bench import median_iqr  # this directory is on sys.path when ab.py runs as a script
 from sol_frontend_torch import native_reader
 from sol_frontend_torch.zoo import MODELS, build
 
@@ -76,6 +77,11 @@ def _paired_rounds(compiled: dict[bool, object], x: torch.Tensor, key: str, roun
     return seconds
 
 
+def _speedups(seconds: dict[str, list[float]]) -> list[float]:
+    """Per round, off's time over on's (> 1: "on" is faster)."""
+    return [b / a for a, b in zip(seconds["on"], seconds["off"], strict=True)]
+
+
 def compare(name: str, key: str, rounds: int, calls: int, batch: int) -> dict[str, object]:
     """One model compiled with ``key`` on and off, timed in paired rounds (see the module docstring)."""
     model, example = build(name)
@@ -94,17 +100,15 @@ def compare(name: str, key: str, rounds: int, calls: int, batch: int) -> dict[st
             for _ in range(3):  # warm-up: first-call allocations, thread start-up
                 compiled[True](x), compiled[False](x)
             leg = _paired_rounds(compiled, x, key, share, calls)
-            by_order["on_compiled_first" if order[0] else "off_compiled_first"] = statistics.median(
-                b / a for a, b in zip(leg["on"], leg["off"], strict=True))
+            by_order["on_compiled_first" if order[0] else "off_compiled_first"] = median_iqr(_speedups(leg))[0]
             for label in seconds:
                 seconds[label] += leg[label]
             del compiled
-    ratios = [b / a for a, b in zip(seconds["on"], seconds["off"], strict=True)]
-    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    speedup, iqr = median_iqr(_speedups(seconds))
     return {
         "model": name, "key": key, "batch": batch, "rounds": rounds, "calls": calls,
         "on_ms": statistics.median(seconds["on"]) * 1e3, "off_ms": statistics.median(seconds["off"]) * 1e3,
-        "speedup": statistics.median(ratios), "iqr": [quartiles[0], quartiles[2]],
+        "speedup": speedup, "iqr": iqr,
         "speedup_by_compile_order": by_order,
         "max_diff_on_off": float((y_on - y_off).abs().max()),
         "max_error_vs_eager": {"on": float((y_on - reference).abs().max()),

@@ -83,6 +83,12 @@ def summarize(times_ms: list[float]) -> dict[str, Any]:
     }
 
 
+def median_iqr(ratios: list[float]) -> tuple[float, list[float]]:
+    """The median of a non-empty list and its interquartile range [q1, q3] (one value: that value twice)."""
+    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    return statistics.median(ratios), [quartiles[0], quartiles[2]]
+
+
 def geomean(values: list[float]) -> float | None:
     values = [v for v in values if v and v > 0]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
@@ -716,10 +722,8 @@ def derive(result: dict[str, Any]) -> None:
     fastest_rounds = peers[fastest].get("round_medians_ms") if fastest else None
     result["sol_vs_fastest_per_round"] = result["sol_vs_fastest_per_round_iqr"] = None
     if sol_rounds and fastest_rounds and len(sol_rounds) == len(fastest_rounds):
-        ratios = [f / s for f, s in zip(fastest_rounds, sol_rounds, strict=True)]
-        quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
-        result["sol_vs_fastest_per_round"] = statistics.median(ratios)
-        result["sol_vs_fastest_per_round_iqr"] = [quartiles[0], quartiles[2]]
+        result["sol_vs_fastest_per_round"], result["sol_vs_fastest_per_round_iqr"] = median_iqr(
+            [f / s for f, s in zip(fastest_rounds, sol_rounds, strict=True)])
 
 
 def fmt_ms(entry: dict[str, Any]) -> str:
