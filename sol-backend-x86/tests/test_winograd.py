@@ -18,6 +18,7 @@ from sol.ir import BATCH, Dim, Graph, Purpose, Tensor
 from sol.ir.interpret import run_reference
 from sol_backend_x86 import winograd
 from sol_backend_x86.flavour import X86Flavour, onednn_paths
+from sol_backend_x86.tuning import WINOGRAD_BLOCKS as BLOCKS, WINOGRAD_PHASES as PHASES
 
 pytestmark = [pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed"),
               pytest.mark.usefixtures("private_sol_cache")]
@@ -92,6 +93,47 @@ def test_winograd_conv_matches_reference(cin: int, cout: int, size: int, padding
     compiled = _compile(g)
     assert _algorithms(compiled) == 1
     _check(g, compiled, batches)
+
+
+@pytest.mark.parametrize("cin,cout,size,schedule", [
+    (32, 64, 40, PHASES),   # small transformed weights (per-thread blocks by their size), through the phases
+    (96, 104, 30, BLOCKS),  # over 512 KiB (the phases by their size), in per-thread blocks
+], ids=["phases", "blocks"])
+def test_each_schedule_computes_the_convolution(monkeypatch: pytest.MonkeyPatch, cin: int, cout: int, size: int,
+                                                schedule: int) -> None:
+    """The autotuner may pick either way of sharing the work between the threads, whatever the weights' size."""
+    monkeypatch.setitem(sol.config, "autotuning", False)
+    monkeypatch.setattr(winograd, "worth_timing", lambda shape: True)
+    monkeypatch.setattr(winograd, "heuristic", lambda shape, allowed: winograd.WINOGRAD_2X2 | schedule)
+    g = Graph(f"wino_schedule_{schedule}")
+    x = _image(g, "x", cin, size)
+    y = _conv(g, x, "conv", cin, cout)
+    (y,) = g.add_layer("add", [y, _image(g, "residual", cout, size)], name="residual")
+    (y,) = g.add_layer("relu", [y], name="act")
+    g.outputs = [y]
+    compiled = _compile(g)
+    expected = f"d->algorithm = {winograd.c_expression(winograd.WINOGRAD_2X2 | schedule)};"
+    assert "SOL_DNNL_WINOGRAD_2X2 | SOL_DNNL_WINOGRAD_" in expected
+    assert compiled.source_path.read_text().count(expected) == 1
+    _check(g, compiled, (1, 2))
+
+
+def test_schedule_timing_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """x86::winograd_schedule off: each tile size is timed once, and the glue picks the schedule by the weights' size."""
+    tuner = X86Flavour().dnn.tuner  # type: ignore[union-attr]
+    assert tuner is not None
+    timed: list[tuple[int, ...]] = []
+
+    def record(shape: tuple[int, ...], algorithms: tuple[int, ...], kind: str = "conv") -> dict[int, float]:
+        timed.append(algorithms)
+        return {a: 1e-3 if a else 2e-3 for a in algorithms}
+
+    monkeypatch.setattr(tuner, "_time_all", record)
+    monkeypatch.setitem(sol.config, "x86::winograd_schedule", False)
+    shape = (1, 24, 24, 32, 32, 1, 1, 1, 1)
+    assert winograd.fastest(tuner, shape, winograd.candidates()) == winograd.WINOGRAD_2X2
+    assert timed == [(winograd.DIRECT, winograd.WINOGRAD_2X2)]
+    assert "schedule 0" in winograd.settings()  # part of the generated code's cache key
 
 
 @pytest.mark.usefixtures("always_winograd")
@@ -182,12 +224,13 @@ def test_winograd_4x4_is_a_candidate_only_when_asked_for(monkeypatch: pytest.Mon
     assert winograd.WINOGRAD_4X4 not in winograd.candidates()
     tuner = X86Flavour().dnn.tuner  # type: ignore[union-attr]
     assert tuner is not None
-    seconds = {winograd.DIRECT: 3e-3, winograd.WINOGRAD_4X4: 1e-3, winograd.WINOGRAD_2X2: 2e-3}
-    monkeypatch.setattr(tuner, "_time_all", lambda shape, algorithms, kind="conv": seconds)
+    seconds = {winograd.DIRECT: 3e-3, winograd.WINOGRAD_4X4 | BLOCKS: 1e-3, winograd.WINOGRAD_4X4 | PHASES: 1.1e-3,
+               winograd.WINOGRAD_2X2 | BLOCKS: 2e-3, winograd.WINOGRAD_2X2 | PHASES: 2.1e-3}
+    monkeypatch.setattr(tuner, "_time_all", lambda shape, algorithms, kind="conv": {a: seconds[a] for a in algorithms})
     shape = (1, 24, 24, 32, 32, 1, 1, 1, 1)
-    assert winograd.fastest(tuner, shape, winograd.candidates()) == winograd.WINOGRAD_2X2
+    assert winograd.fastest(tuner, shape, winograd.candidates()) == winograd.WINOGRAD_2X2 | BLOCKS
     monkeypatch.setitem(sol.config, "x86::winograd_4x4", True)
-    assert winograd.fastest(tuner, shape, winograd.candidates()) == winograd.WINOGRAD_4X4
+    assert winograd.fastest(tuner, shape, winograd.candidates()) == winograd.WINOGRAD_4X4 | BLOCKS
 
 
 def _max_error_against_float64(algorithm: int, monkeypatch: pytest.MonkeyPatch) -> float:
@@ -228,7 +271,9 @@ def test_autotuning_times_both_kernels_once_per_shape(monkeypatch: pytest.Monkey
     monkeypatch.setattr(tuner, "_time_all", counting)
     shape = (1, 20, 20, 16, 32, 1, 1, 1, 1)
     first = winograd.fastest(tuner, shape)
-    assert len(timed) == 1 and sorted(timed[0]) == sorted(winograd.NAMES)
+    # oneDNN, and each tile size with each way of sharing the work between the threads
+    assert len(timed) == 1 and sorted(timed[0]) == sorted([winograd.DIRECT, *(
+        tiles | schedule for tiles in (winograd.WINOGRAD_4X4, winograd.WINOGRAD_2X2) for schedule in (BLOCKS, PHASES))])
     assert all(seconds > 0 for seconds in timed[0].values()), f"an algorithm could not run {shape}: {timed[0]}"
     assert winograd.fastest(tuner, shape) == first  # the cached choice: no second timing
     assert len(timed) == 1

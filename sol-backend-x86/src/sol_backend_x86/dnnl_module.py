@@ -192,8 +192,8 @@ class OneDnnModule(DnnModule):
             # convolutions never take one: input_scale.foldable)
             algorithm = winograd.choose(anchor, call.post_ops, self.tuner) if call.input_scale is None else DIRECT
             if algorithm != DIRECT:
-                lines.append(f"d->algorithm = {winograd.C_NAMES[algorithm]};  // SOL's {winograd.NAMES[algorithm]}: "
-                             "see sol_winograd.h")
+                lines.append(f"d->algorithm = {winograd.c_expression(algorithm)};  // SOL's "
+                             f"{winograd.name(algorithm)}: see sol_winograd.h")
             elif grouped.choose(anchor, call.post_ops, self.tuner):
                 lines.append("d->algorithm = SOL_DNNL_GROUPED;  // SOL's grouped/depthwise kernel: see sol_grouped.h")
             lines += _tensor("d->src", x.shape, kc.layout(x))

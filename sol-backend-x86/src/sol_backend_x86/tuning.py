@@ -35,9 +35,15 @@ RUNS = 7
 #: fewer multiply-adds than this (2 MFLOP) are not timed: such layers take microseconds with any kernel, and
 #: each timing costs ~0.2 s of compile
 MIN_TIMED_MULTIPLY_ADDS = 1 << 20
+#: how a Winograd call splits its work between the threads (SOL_DNNL_WINOGRAD_BLOCKS / _PHASES in sol_dnnl.h),
+#: ORed onto its tile size; without either the glue picks by the size of the transformed weights
+WINOGRAD_BLOCKS, WINOGRAD_PHASES = 0x100, 0x200
+WINOGRAD_SCHEDULES = {WINOGRAD_BLOCKS: "per-thread blocks", WINOGRAD_PHASES: "shared phases"}
+_CONV_NAMES = {DIRECT: "oneDNN", 1: "Winograd F(4x4,3x3)", 2: "Winograd F(2x2,3x3)", 3: "SOL grouped"}
 #: the glue's algorithms by kind of timing, for the log (sol_dnnl.h)
 NAMES = {
-    "conv": {DIRECT: "oneDNN", 1: "Winograd F(4x4,3x3)", 2: "Winograd F(2x2,3x3)", 3: "SOL grouped"},
+    "conv": {**_CONV_NAMES, **{tiles | schedule: f"{_CONV_NAMES[tiles]} {how}" for tiles in (1, 2)
+                               for schedule, how in WINOGRAD_SCHEDULES.items()}},
     "linear": {DIRECT: "oneDNN inner product", 4: "oneDNN 1x1 convolution"},
 }
 #: eltwise post-ops the epilogue of SOL's kernels computes (post_ops_for in sol_dnnl.cpp); binary ops all work

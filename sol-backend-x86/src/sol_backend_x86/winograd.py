@@ -32,7 +32,7 @@ from sol.ir import Layer
 from sol.records import ConfigKey
 
 from .cpuinfo import read_cpuinfo
-from .tuning import DIRECT, Tuner, post_ops_supported
+from .tuning import DIRECT, NAMES as TIMED_NAMES, WINOGRAD_SCHEDULES, Tuner, post_ops_supported
 
 WINOGRAD_KEY = ConfigKey("x86::winograd", bool, True,
                          "Run eligible 3x3 convolutions (stride 1, no groups) as SOL's Winograd F(2x2,3x3) kernel "
@@ -41,6 +41,11 @@ WINOGRAD_4X4_KEY = ConfigKey("x86::winograd_4x4", bool, False,
                              "Also consider Winograd F(4x4,3x3) (up to 1.25x faster than F(2x2) on 56x56 and 28x28 "
                              "layers); its float32 error is 3-5x (mean) to 6-16x (max) a direct convolution's, so deep "
                              "networks drift further from exact results than eager PyTorch does.")
+
+WINOGRAD_SCHEDULE_KEY = ConfigKey("x86::winograd_schedule", bool, True,
+                                  "Time both ways of sharing a Winograd convolution between the threads (each thread "
+                                  "its own blocks of tiles, or all threads through each phase) per layer when "
+                                  "autotuning; off: pick by the size of the transformed weights.")
 
 
 def eligible(layer: Layer, post_ops: list[Layer]) -> bool:
@@ -61,6 +66,20 @@ def eligible(layer: Layer, post_ops: list[Layer]) -> bool:
 WINOGRAD_4X4, WINOGRAD_2X2 = 1, 2
 NAMES = {DIRECT: "oneDNN", WINOGRAD_4X4: "Winograd F(4x4,3x3)", WINOGRAD_2X2: "Winograd F(2x2,3x3)"}
 C_NAMES = {WINOGRAD_4X4: "SOL_DNNL_WINOGRAD", WINOGRAD_2X2: "SOL_DNNL_WINOGRAD_2X2"}
+#: the schedule flags of sol_dnnl.h, ORed onto a tile size (tuning.WINOGRAD_SCHEDULES)
+_C_SCHEDULES = {0x100: "SOL_DNNL_WINOGRAD_BLOCKS", 0x200: "SOL_DNNL_WINOGRAD_PHASES"}
+_SCHEDULE_MASK = 0xF00
+
+
+def c_expression(algorithm: int) -> str:
+    """The glue's algorithm as generated C: the tile size, ORed with the schedule the tuner chose (if any)."""
+    tiles, schedule = algorithm & ~_SCHEDULE_MASK, algorithm & _SCHEDULE_MASK
+    return C_NAMES[tiles] + (f" | {_C_SCHEDULES[schedule]}" if schedule else "")
+
+
+def name(algorithm: int) -> str:
+    """What the log and the generated code's comments call ``algorithm``."""
+    return TIMED_NAMES["conv"][algorithm]
 
 
 def choose(layer: Layer, post_ops: list[Layer], tuner: Tuner | None) -> int:
@@ -85,7 +104,9 @@ def settings() -> str:
     """What decides the choices of ``choose`` besides the layer (for cache keys of generated code)."""
     use = sol.config.get(WINOGRAD_KEY.name, True)
     tiles = "".join(str(a) for a in sorted(candidates()))
-    return f"winograd {int(use)} {tiles} from {MIN_INPUT_CHANNELS[gemm_isa()]}x{MIN_OUTPUT_CHANNELS} channels"
+    schedule = int(sol.config.get(WINOGRAD_SCHEDULE_KEY.name, True))
+    return (f"winograd {int(use)} {tiles} schedule {schedule} from {MIN_INPUT_CHANNELS[gemm_isa()]}x"
+            f"{MIN_OUTPUT_CHANNELS} channels")
 
 
 def candidates() -> frozenset[int]:
@@ -139,6 +160,13 @@ def _tiles(shape: tuple[int, ...], size: int) -> int:
 
 
 def fastest(tuner: Tuner, shape: tuple[int, ...], allowed: frozenset[int] = frozenset(NAMES)) -> int:
-    """The fastest ``allowed`` algorithm for the 3x3 ``shape`` on this machine (every tile size is timed)."""
+    """The fastest ``allowed`` algorithm for the 3x3 ``shape`` on this machine: oneDNN and each allowed tile size,
+    the latter with each schedule (tuning.WINOGRAD_SCHEDULES) unless ``x86::winograd_schedule`` is off. The result
+    may carry a schedule flag (see ``c_expression``)."""
     n, h, w, c, k, top, left, bottom, right = shape
-    return tuner.fastest((n, h, w, c, k, 1, 3, 3, 1, 1, top, left, bottom, right), tuple(sorted(NAMES)), allowed)
+    tiles = sorted(allowed - {DIRECT})
+    if sol.config.get(WINOGRAD_SCHEDULE_KEY.name, True):
+        timed = (DIRECT, *(t | schedule for t in tiles for schedule in WINOGRAD_SCHEDULES))
+    else:
+        timed = (DIRECT, *tiles)
+    return tuner.fastest((n, h, w, c, k, 1, 3, 3, 1, 1, top, left, bottom, right), timed)

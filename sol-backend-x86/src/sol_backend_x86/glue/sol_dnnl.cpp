@@ -426,11 +426,15 @@ std::unique_ptr<sol_kernels::Kernel> own_kernel_for(const sol_dnnl_desc& d) {
     conv->post = std::move(post);
     return conv;
   }
-  if ((d.algorithm != SOL_DNNL_WINOGRAD && d.algorithm != SOL_DNNL_WINOGRAD_2X2) || groups != 1 ||
+  const int32_t tiles = d.algorithm & ~SOL_DNNL_SCHEDULE_MASK, schedule = d.algorithm & SOL_DNNL_SCHEDULE_MASK;
+  if ((tiles != SOL_DNNL_WINOGRAD && tiles != SOL_DNNL_WINOGRAD_2X2) || groups != 1 ||
       kernel[0] != 3 || kernel[1] != 3 || d.stride[0] != 1 || d.stride[1] != 1)
     return nullptr;
   auto conv = std::make_unique<sol_winograd::Conv>();
-  conv->tile = d.algorithm == SOL_DNNL_WINOGRAD_2X2 ? 2 : 4;
+  conv->tile = tiles == SOL_DNNL_WINOGRAD_2X2 ? 2 : 4;
+  conv->schedule = schedule == SOL_DNNL_WINOGRAD_BLOCKS   ? sol_winograd::Conv::BLOCKS
+                   : schedule == SOL_DNNL_WINOGRAD_PHASES ? sol_winograd::Conv::PHASES
+                                                          : sol_winograd::Conv::BY_WEIGHT_SIZE;
   conv->K = w.dims[0], conv->C = w.dims[1];
   conv->pad_t = d.pad_l[0], conv->pad_l = d.pad_l[1], conv->pad_b = d.pad_r[0], conv->pad_r = d.pad_r[1];
   conv->has_bias = d.has_bias != 0;
@@ -698,7 +702,7 @@ void time_algorithms(sol_dnnl_fill fill, const int32_t* algorithms, int32_t coun
   std::vector<std::vector<char>> packed(count);
   std::vector<std::vector<double>> times(count);
   auto sol_kernel = [](int32_t algorithm) {
-    return algorithm == SOL_DNNL_WINOGRAD || algorithm == SOL_DNNL_WINOGRAD_2X2 || algorithm == SOL_DNNL_GROUPED;
+    return algorithm != SOL_DNNL_DIRECT && algorithm != SOL_DNNL_LINEAR_1X1;
   };
   for (int32_t a = 0; a < count; ++a) {
     seconds[a] = -1.0;

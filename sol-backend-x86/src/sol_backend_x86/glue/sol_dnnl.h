@@ -60,6 +60,9 @@ typedef struct sol_dnnl_post {
  *   GROUPED: the direct grouped/depthwise kernel (sol_grouped.h): groups of 8k output channels, or of 1 or 4
  *     output channels with as many input channels. */
 enum { SOL_DNNL_DIRECT = 0, SOL_DNNL_WINOGRAD = 1, SOL_DNNL_WINOGRAD_2X2 = 2, SOL_DNNL_GROUPED = 3 };
+/* A Winograd algorithm may be ORed with how its work is split between the threads (sol_winograd.h): without
+ * either flag the kernel picks by the size of the transformed weights. */
+enum { SOL_DNNL_WINOGRAD_BLOCKS = 0x100, SOL_DNNL_WINOGRAD_PHASES = 0x200, SOL_DNNL_SCHEDULE_MASK = 0xF00 };
 /* How an INNER_PRODUCT runs: oneDNN's inner product (DIRECT), or LINEAR_1X1: the same rows as a 1x1 convolution
  * over an M x 1 channels-last image, whose brgconv_1x1 kernels run 1.3-1.45x faster than the inner product's at
  * ViT's 197 rows (the glue rewrites the descriptor; operands keep their memory layout). */

@@ -19,9 +19,10 @@ struct Tile {
 constexpr int kRows = 6;  // GEMM micro-kernels: 6 tiles by 16 output channels (AVX2: 12 accumulators) or
 constexpr int kCols = 16;  // by 64 (AVX-512: 24 of its 32 registers), so U's slice is read once per 6 tiles
 constexpr int kWideCols = 64;
-// run_blocks takes transformed weights up to this size (they stay in a core's L2). Measured against the phases
-// (2 threads, warm): 1.1-1.2x on 55x55 16 -> 64, 27x27 32 -> 128, 13x13 32 -> 128; even on 56x56 64 -> 64;
-// slower from 28x28 128 -> 128 (1 MiB) up.
+// Without a schedule from the autotuner, run_blocks takes transformed weights up to this size (they stay in a
+// core's L2). Measured against the phases (2 threads, warm): 1.1-1.2x on 55x55 16 -> 64, 27x27 32 -> 128,
+// 13x13 32 -> 128; even on 56x56 64 -> 64; slower from 28x28 128 -> 128 (1 MiB) up. With the weights evicted
+// (as inside a model) blocks won up to 1.5 MiB instead (docs/x86.md): hence the timing per layer.
 constexpr int64_t kBlockedWeightBytes = 512 << 10;
 // tiles per block in run_blocks (12 and 48 measured within a few percent of it)
 constexpr int64_t kBlockRows = 24;
@@ -512,7 +513,9 @@ void run_tiles(const Conv& conv, int64_t N, int64_t H, int64_t W, const float* x
   const Geometry g = geometry<T>(conv, N, H, W);
   const float* b = conv.has_bias ? bias : nullptr;
   const int64_t u_bytes = int64_t{Tile<T>::kPoints} * g.C * g.K * 4;
-  if (u_bytes <= kBlockedWeightBytes) run_blocks<T>(conv, g, x, packed, b, post_src, y);
+  const bool blocks = conv.schedule == Conv::BY_WEIGHT_SIZE ? u_bytes <= kBlockedWeightBytes
+                                                             : conv.schedule == Conv::BLOCKS;
+  if (blocks) run_blocks<T>(conv, g, x, packed, b, post_src, y);
   else run_phases<T>(conv, g, x, packed, b, post_src, y);
 }
 

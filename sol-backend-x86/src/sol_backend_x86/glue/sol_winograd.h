@@ -11,10 +11,13 @@
  *   1. input transform: each tile's 6x6 patch (zero outside the padded image) -> V[36][tiles][C]
  *   2. 36 GEMMs M[p] = V[p] (tiles x C) * U[p] (C x K), U the weights transformed once at pack time
  *   3. output transform: M -> 4x4 outputs, plus bias and the fused post-ops (activations, residual adds)
- * Where U fits in a core's L2 (up to 512 KiB), each thread runs all three on its own share of the tiles, in
- * blocks of up to 24 tiles, so V and M stay in its L1/L2 and the threads never wait for each other. Larger U
- * runs each phase with all threads over chunks of tiles (V and M of a chunk in about 4 MiB), so each thread
- * reads only its share of U.
+ * Two ways to split that work between the threads (the schedule):
+ *   BLOCKS: each thread runs all three phases on its own share of the tiles, in blocks of up to 24 tiles, so V
+ *     and M stay in its L1/L2 and the threads never wait for each other; each block reads all of U.
+ *   PHASES: each phase runs with all threads over chunks of tiles (V and M of a chunk in about 4 MiB), so each
+ *     thread reads only its share of U, but V and M pass between the cores through the L3.
+ * Which is faster depends on the layer and on what the caches hold (see docs/x86.md), so the autotuner times
+ * both; BY_WEIGHT_SIZE (autotuning off) takes BLOCKS up to 512 KiB of U, where U stays in a core's L2.
  *
  * F(2x2, 3x3) (16 multiplications per 2x2 tile instead of 36) has 4/9 of F(4x4)'s weights: it wins where those
  * stream from memory at every call (14x14 layers with 256 channels at batch 1).
@@ -36,7 +39,9 @@
 namespace sol_winograd {
 
 struct Conv : sol_kernels::Kernel {
+  enum Schedule { BY_WEIGHT_SIZE, BLOCKS, PHASES };
   int tile = 4;                          // output tile side: F(4x4, 3x3) or F(2x2, 3x3)
+  Schedule schedule = BY_WEIGHT_SIZE;
   int64_t C = 0, K = 0;                  // input and output channels
   int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;
   bool has_bias = false;
