@@ -18,7 +18,8 @@ from sol.ir import BATCH, Dim, Graph, Purpose, Tensor
 from sol.ir.interpret import run_reference
 from sol_backend_x86 import winograd
 from sol_backend_x86.flavour import X86Flavour, onednn_paths
-from sol_backend_x86.tuning import WINOGRAD_BLOCKS as BLOCKS, WINOGRAD_PHASES as PHASES
+from sol_backend_x86.tuning import WINOGRAD_BLOCKS as BLOCKS
+from sol_backend_x86.tuning import WINOGRAD_PHASES as PHASES
 
 pytestmark = [pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed"),
               pytest.mark.usefixtures("private_sol_cache")]

@@ -32,7 +32,8 @@ from sol.ir import Layer
 from sol.records import ConfigKey
 
 from .cpuinfo import read_cpuinfo
-from .tuning import DIRECT, NAMES as TIMED_NAMES, WINOGRAD_SCHEDULES, Tuner, post_ops_supported
+from .tuning import DIRECT, WINOGRAD_SCHEDULES, Tuner, post_ops_supported
+from .tuning import NAMES as TIMED_NAMES
 
 WINOGRAD_KEY = ConfigKey("x86::winograd", bool, True,
                          "Run eligible 3x3 convolutions (stride 1, no groups) as SOL's Winograd F(2x2,3x3) kernel "
