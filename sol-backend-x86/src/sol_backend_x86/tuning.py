@@ -37,7 +37,7 @@ RUNS = 7
 MIN_TIMED_MULTIPLY_ADDS = 1 << 20
 #: how a Winograd call splits its work between the threads (SOL_DNNL_WINOGRAD_BLOCKS / _PHASES in sol_dnnl.h),
 #: ORed onto its tile size; without either the glue picks by the size of the transformed weights
-WINOGRAD_BLOCKS, WINOGRAD_PHASES = 0x100, 0x200
+WINOGRAD_BLOCKS, WINOGRAD_PHASES, WINOGRAD_SCHEDULE_MASK = 0x100, 0x200, 0xF00
 WINOGRAD_SCHEDULES = {WINOGRAD_BLOCKS: "per-thread blocks", WINOGRAD_PHASES: "shared phases"}
 _CONV_NAMES = {DIRECT: "oneDNN", 1: "Winograd F(4x4,3x3)", 2: "Winograd F(2x2,3x3)", 3: "SOL grouped"}
 #: the glue's algorithms by kind of timing, for the log (sol_dnnl.h)

@@ -32,7 +32,15 @@ from sol.ir import Layer
 from sol.records import ConfigKey
 
 from .cpuinfo import read_cpuinfo
-from .tuning import DIRECT, WINOGRAD_SCHEDULES, Tuner, post_ops_supported
+from .tuning import (
+    DIRECT,
+    WINOGRAD_BLOCKS,
+    WINOGRAD_PHASES,
+    WINOGRAD_SCHEDULE_MASK,
+    WINOGRAD_SCHEDULES,
+    Tuner,
+    post_ops_supported,
+)
 from .tuning import NAMES as TIMED_NAMES
 
 WINOGRAD_KEY = ConfigKey("x86::winograd", bool, True,
@@ -65,16 +73,15 @@ def eligible(layer: Layer, post_ops: list[Layer]) -> bool:
 
 #: the glue's algorithms (SOL_DNNL_DIRECT, SOL_DNNL_WINOGRAD, SOL_DNNL_WINOGRAD_2X2 in sol_dnnl.h), by name
 WINOGRAD_4X4, WINOGRAD_2X2 = 1, 2
-NAMES = {DIRECT: "oneDNN", WINOGRAD_4X4: "Winograd F(4x4,3x3)", WINOGRAD_2X2: "Winograd F(2x2,3x3)"}
+NAMES = {a: TIMED_NAMES["conv"][a] for a in (DIRECT, WINOGRAD_4X4, WINOGRAD_2X2)}
 C_NAMES = {WINOGRAD_4X4: "SOL_DNNL_WINOGRAD", WINOGRAD_2X2: "SOL_DNNL_WINOGRAD_2X2"}
-#: the schedule flags of sol_dnnl.h, ORed onto a tile size (tuning.WINOGRAD_SCHEDULES)
-_C_SCHEDULES = {0x100: "SOL_DNNL_WINOGRAD_BLOCKS", 0x200: "SOL_DNNL_WINOGRAD_PHASES"}
-_SCHEDULE_MASK = 0xF00
+#: the schedule flags of sol_dnnl.h, ORed onto a tile size
+_C_SCHEDULES = {WINOGRAD_BLOCKS: "SOL_DNNL_WINOGRAD_BLOCKS", WINOGRAD_PHASES: "SOL_DNNL_WINOGRAD_PHASES"}
 
 
 def c_expression(algorithm: int) -> str:
     """The glue's algorithm as generated C: the tile size, ORed with the schedule the tuner chose (if any)."""
-    tiles, schedule = algorithm & ~_SCHEDULE_MASK, algorithm & _SCHEDULE_MASK
+    tiles, schedule = algorithm & ~WINOGRAD_SCHEDULE_MASK, algorithm & WINOGRAD_SCHEDULE_MASK
     return C_NAMES[tiles] + (f" | {_C_SCHEDULES[schedule]}" if schedule else "")
 
 
