@@ -277,6 +277,32 @@ def test_channels_last_flows_through_dfp_clusters_without_reorders() -> None:
     _check(g, compiled)
 
 
+def test_convnext_block_permutes_are_free_views_and_its_scaled_residual_post_ops() -> None:
+    """depthwise conv -> permute to NHWC -> Linear -> GELU -> Linear -> permute to NCHW -> layer scale -> residual.
+
+    Channels-last, both permutes leave every element where it is (no cluster of their own), and the layer scale
+    and the residual add move before the second permute (`sol.passes.elementwise_before_permute`) into the
+    second Linear's call.
+    """
+    g = Graph("convnext_block")
+    x = _conv(g, _image(g, "x", 3, 6), "stem", 3, 8)  # channels-last, like the block's input in the model
+    (h,) = g.add_layer("permute", [_conv(g, x, "dw", 8, 8, groups=8)], {"perm": (0, 2, 3, 1)}, name="to_nhwc")
+    (h,) = g.add_layer("linear", [h, g.add_param("fc1.weight", _f32(16, 8)), g.add_param("fc1.bias", _f32(16))],
+                       name="fc1")
+    (h,) = g.add_layer("gelu", [h], name="gelu")
+    (h,) = g.add_layer("linear", [h, g.add_param("fc2.weight", _f32(8, 16)), g.add_param("fc2.bias", _f32(8))],
+                       name="fc2")
+    (y,) = g.add_layer("permute", [h], {"perm": (0, 3, 1, 2)}, name="to_nchw")
+    (y,) = g.add_layer("mul", [g.add_param("gamma", _f32(8, 1, 1)), y], name="scale")
+    (y,) = g.add_layer("add", [y, x], name="residual")
+    g.outputs = [_conv(g, y, "next", 8, 4)]
+    compiled = compile_graph(g, "x86")
+    clusters = compiled.metadata["clusters"]
+    assert not [t for t in clusters if "(permute)" in t], clusters
+    assert "DNN fc2 (linear) -> scale (mul) -> residual (add)" in _library_titles(compiled)
+    _check(g, compiled)
+
+
 def test_global_pools_of_channels_last_tensors() -> None:
     """Squeeze-excitation style: global avg/max pool straight off a conv (NHWC), 20 channels (a partial block)."""
     g = Graph("global_pools")

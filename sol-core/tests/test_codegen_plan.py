@@ -171,6 +171,19 @@ def test_reshape_is_a_free_alias() -> None:
     assert p.memory.of(f) == p.memory.of(a)
 
 
+def test_reshape_of_a_constant_is_a_view_of_its_array(private_cache: None) -> None:
+    """Unfolded (no passes), reshapes of a constant read the constant's own array."""
+    g = Graph("const_view")
+    x = g.add_input("x", dims(0, 2, 3))
+    (c,) = g.add_layer("reshape", [g.add_const("c", np.arange(3, dtype=np.float32))], {"shape": (1, 3)}, name="row")
+    (c,) = g.add_layer("reshape", [c], {"shape": (1, 1, 3)}, name="rows")
+    (y,) = g.add_layer("add", [x, c], name="plus")
+    g.outputs = [y]
+    inputs = [_f32(2, 2, 3)]
+    got = compile_graph(g, passes=False).run_numpy(inputs, {})[0]
+    np.testing.assert_allclose(got, run_reference(g, inputs, {})[0], rtol=RTOL, atol=ATOL)
+
+
 def test_parameter_only_layers_run_in_prepare(private_cache: None) -> None:
     """What BatchNorm folding leaves behind (scale = w / sqrt(var + eps)) is computed once, in prepare."""
     g = Graph("folded")

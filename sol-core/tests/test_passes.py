@@ -11,6 +11,7 @@ from sol.ir.interpret import run_reference
 from sol.passes import (
     batch_norm_as_scale_shift,
     conv_over_concat,
+    elementwise_before_permute,
     eliminate_common_subexpressions,
     fold_batch_norm,
     fold_constants,
@@ -405,6 +406,65 @@ def test_permute_moving_a_wildcard_batch_stays() -> None:
     g.outputs = [a]
     permute_as_reshape(g)
     assert ops(g) == ["permute"]
+
+
+def _linear_permute_scale_residual(batch: object = BATCH) -> Graph:
+    """ConvNeXt's block end: Linear on NHWC -> permute to NCHW -> mul(layer scale) -> add(residual) -> relu."""
+    g = Graph("block_end")
+    x = image_input(g, channels=6, size=4, batch=batch)
+    (nhwc,) = g.add_layer("permute", [x], {"perm": (0, 2, 3, 1)}, name="to_nhwc")
+    (h,) = g.add_layer("linear", [nhwc, g.add_param("fc.weight", rand(6, 6)), g.add_param("fc.bias", rand(6))],
+                       name="fc")
+    (y,) = g.add_layer("permute", [h], {"perm": (0, 3, 1, 2)}, name="to_nchw")
+    (y,) = g.add_layer("mul", [g.add_param("gamma", rand(6, 1, 1)), y], name="scale")
+    (y,) = g.add_layer("add", [y, x], name="residual")
+    (y,) = g.add_layer("relu", [y], name="relu")
+    g.outputs = [y]
+    return g
+
+
+def test_elementwise_layers_move_before_the_permute_they_read() -> None:
+    g = _linear_permute_scale_residual()
+    before, output = copy.deepcopy(g), g.outputs[0]
+    elementwise_before_permute(g)
+    assert [(layer.name, layer.op) for layer in g.layers] == [
+        # the operands in the Linear's dim order, made where their values are (inputs and params: first)
+        ("residual", "permute"), ("scale", "reshape"), ("scale", "permute"),
+        ("to_nhwc", "permute"), ("fc", "linear"), ("scale", "mul"), ("residual", "add"), ("relu", "relu"),
+        ("to_nchw", "permute")]
+    scale = g.layers[5]
+    assert scale.inputs[1] is g.layers[4].outputs[0] and tuple(scale.inputs[0].shape) == (1, 1, 1, 6)
+    assert g.outputs == [output] and g.layers[-1].outputs == [output]  # the permute writes what relu wrote
+    for batch in (1, 3):
+        assert_same(before, g, [rand(batch, 6, 4, 4)])
+    # in the pipeline the residual's permute is to_nhwc's twin (CSE) and the layer scale's moves only dims of size 1
+    run_inference_passes(g)
+    assert ops(g) == ["permute", "reshape", "reshape", "linear", "mul", "add", "relu", "permute"]
+    for batch in (1, 3):
+        assert_same(before, g, [rand(batch, 6, 4, 4)])
+
+
+@pytest.mark.parametrize("case", ["permute read twice", "input read twice", "output", "operand read twice"])
+def test_elementwise_layers_stay_after_a_permute_they_do_not_own(case: str) -> None:
+    g = Graph()
+    x = image_input(g, channels=6, size=4)
+    (h,) = g.add_layer("relu", [x], name="producer")
+    (y,) = g.add_layer("permute", [h], {"perm": (0, 2, 3, 1)})
+    if case == "input read twice":
+        (z,) = g.add_layer("mul", [y, g.add_param("s", rand(6))])
+        g.outputs = [z, h]
+    elif case == "operand read twice":
+        (z,) = g.add_layer("mul", [y, y])
+        g.outputs = [z]
+    else:
+        (z,) = g.add_layer("mul", [y, g.add_param("s", rand(6))])
+        g.outputs = [z, y] if case in ("permute read twice", "output") else [z]
+        if case == "permute read twice":
+            (w,) = g.add_layer("neg", [y])
+            g.outputs = [z, w]
+    layers = list(g.layers)
+    elementwise_before_permute(g)
+    assert g.layers == layers
 
 
 def test_pipeline_with_wildcard_batch() -> None:

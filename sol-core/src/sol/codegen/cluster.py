@@ -9,7 +9,9 @@
   store, so intermediates stay in registers. A tensor consumed outside its
   cluster (or a model output) is materialised.
 * reshape is a free alias of its (contiguous) input, except where its result
-  must be a buffer of its own (a model output).
+  must be a buffer of its own (a model output). So is a permute whose output
+  layout keeps every element where the input has it (see
+  `sol.codegen.layout.permuted_layout`).
 * with a DNN module (``Flavour.dnn``), every layer the library accepts is a
   DNN cluster: one library call, with the following elementwise layers the
   library fuses (bias, activation, residual add) as post-ops. A post-op
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 
 from ..ir import Graph, Layer, Tensor
 from .dnn import DnnCall, DnnModule, scale_operands
-from .layout import Layouts, plain, plan_layouts, same_memory
+from .layout import Layouts, plain, plan_layouts, same_memory, same_memory_permute
 from .lowering import lower_layers
 
 ALIAS_OPS = frozenset({"reshape"})
@@ -118,7 +120,8 @@ def cluster(layers: Sequence[Layer], available: set[int], outputs: Sequence[Tens
         if id(layer) in assigned:
             continue
         assigned.add(id(layer))
-        if layer.op in ALIAS_OPS and id(layer.outputs[0]) not in output_ids:
+        free_view = layer.op in ALIAS_OPS or (layer.op == "permute" and same_memory_permute(layer, layouts or {}))
+        if free_view and id(layer.outputs[0]) not in output_ids:
             current = Cluster(layer, alias=True)
         elif dnn is not None and runs_in_library(dnn, layer, static):
             scale = scales.get(id(layer))

@@ -50,6 +50,27 @@ def same_memory(tensor: Tensor, a: Sequence[int], b: Sequence[int]) -> bool:
     return significant(a) == significant(b)
 
 
+def permuted_layout(layer: Layer, source: Sequence[int]) -> tuple[int, ...] | None:
+    """The layout of a permute's output that leaves every element where its input's layout ``source`` has it.
+
+    Only plain and channels-last are taken (the layouts the kernels and library calls are made for); with it
+    the permute is a free view (`same_memory_permute`). ConvNeXt permutes a Linear's plain NHWC output back
+    to NCHW before the next depthwise convolution: channels-last there, that is no transpose at all.
+    """
+    out = layer.outputs[0]
+    position = {d: j for j, d in enumerate(layer.attrs["perm"])}  # input dim -> output dim
+    order = tuple(position[d] for d in source)
+    return order if order in (plain(out.rank), channels_last(out.rank)) else None
+
+
+def same_memory_permute(layer: Layer, layouts: Layouts) -> bool:
+    """Whether a permute's output, in its planned layout, lies in memory exactly as its input does."""
+    x, out = layer.inputs[0], layer.outputs[0]
+    source = layouts.get(id(x), plain(x.rank))
+    target = [layer.attrs["perm"][j] for j in layouts.get(id(out), plain(out.rank))]  # in input dims
+    return [d for d in target if x.shape[d] != 1] == [d for d in source if x.shape[d] != 1]
+
+
 def layout_aware(op: str) -> bool:
     from .kernels import EXPRESSIONS  # lazy: see sol.codegen.cluster
 
@@ -182,6 +203,8 @@ def _produced(layer: Layer, out: Tensor, dnn: DnnModule | None, have) -> tuple[i
             if t.shape == out.shape and have(t) != plain(t.rank):
                 return have(t)
         return None
+    if layer.op == "permute":
+        return permuted_layout(layer, have(layer.inputs[0]))
     if layer.op in LAYOUT_PRESERVING and layer.inputs and layer.inputs[0].rank == out.rank:
         first = have(layer.inputs[0])
         return first if first != plain(out.rank) else None

@@ -162,8 +162,9 @@ def _pointers(graph: Graph, clusters: Sequence[Cluster], memory: MemoryPlan, con
     for t in [*touched, *extra]:
         if id(t) in names:
             continue
-        if t.kind == "const":
-            names[id(t)] = consts[id(t)].var
+        root = memory.root(t)
+        if root.kind == "const":  # a constant, or a reshape of one (a view of its array)
+            names[id(t)] = consts[id(root)].var
             continue
         where = memory.of(t)
         if where is None:

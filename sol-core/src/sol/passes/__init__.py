@@ -10,6 +10,7 @@ from .constant_folding import fold_constants
 from .conv_over_concat import conv_over_concat
 from .cse import eliminate_common_subexpressions
 from .dead_layers import remove_dead_layers
+from .elementwise_before_permute import elementwise_before_permute
 from .permute_as_reshape import permute_as_reshape
 from .pool_before_concat import pool_before_concat
 from .pool_before_pointwise_conv import pool_before_pointwise_conv
@@ -21,6 +22,7 @@ from .remove_identity import remove_identity
 INFERENCE_PASSES = (
     remove_identity,
     remove_dead_layers,
+    elementwise_before_permute,  # before constant folding, which then folds the operands it reorders
     fold_constants,
     fold_batch_norm,
     batch_norm_as_scale_shift,
@@ -42,6 +44,6 @@ def run_inference_passes(graph: Graph) -> Graph:
 
 
 __all__ = [
-    "INFERENCE_PASSES", "batch_norm_as_scale_shift", "conv_over_concat", "eliminate_common_subexpressions", "fold_batch_norm", "fold_constants", "fuse_channel_shuffle", "merge_relu_maxpool", "permute_as_reshape", "pool_before_concat", "pool_before_pointwise_conv",
+    "INFERENCE_PASSES", "batch_norm_as_scale_shift", "conv_over_concat", "eliminate_common_subexpressions", "elementwise_before_permute", "fold_batch_norm", "fold_constants", "fuse_channel_shuffle", "merge_relu_maxpool", "permute_as_reshape", "pool_before_concat", "pool_before_pointwise_conv",
     "remove_dead_layers", "remove_identity", "run_inference_passes",
 ]
