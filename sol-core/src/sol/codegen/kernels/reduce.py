@@ -162,7 +162,10 @@ def softmax(layer: Layer, kc: KernelContext) -> list[Node]:
 
 
 def _normalise_rows(layer: Layer, kc: KernelContext, base: str, count: str) -> list[Node]:
-    """mean and 1/std of ``count`` contiguous elements at ``base`` (two passes, double accumulators)."""
+    """mean and 1/std of ``count`` contiguous elements at ``base`` (two passes, double accumulators), and the
+    two as ``shift``/``scale`` in the output's type: the pass that normalises runs in that type, with twice the
+    lanes of double (what PyTorch computes in, too)."""
+    t = ctype_of(layer.outputs[0], layer)
     x = kc.ptr(layer.inputs[0])
     eps = cexpr.literal(layer.attrs["eps"], "float64")
     return [
@@ -175,6 +178,7 @@ def _normalise_rows(layer: Layer, kc: KernelContext, base: str, count: str) -> l
              reduction=("+", "var")),
         Stmt(f"var /= (double)({count});"),
         Stmt(f"const double rstd = 1.0 / {kc.math('sqrt')}(var + {eps});"),
+        Stmt(f"const {t} shift = ({t})mean, scale = ({t})rstd;"),
     ]
 
 
@@ -188,7 +192,7 @@ def layer_norm(layer: Layer, kc: KernelContext) -> list[Node]:
     inner_shape = x.shape[x.rank - k:]
     count = cexpr.mul(*(cexpr.size(s) for s in inner_shape)) if k else "1"
     q = cexpr.linear(inner, inner_shape) if k else "0"
-    value = f"(({kc.load(x, [*lead, *inner])} - mean) * rstd)"
+    value = f"(({kc.load(x, [*lead, *inner])} - shift) * scale)"
     weight, bias = optional_input(layer, 1), optional_input(layer, 2)
     if weight is not None:
         value = f"({value} * {kc.ptr(weight)}[{q}])"
@@ -210,7 +214,7 @@ def group_norm(layer: Layer, kc: KernelContext) -> list[Node]:
     svars = index_vars("s", len(spatial))
     per_group = cexpr.mul(str(cg), *(cexpr.size(s) for s in spatial))
     channel = f"(g * {cg} + c)"
-    value = f"(({kc.load(x, ['n', channel, *svars])} - mean) * rstd)"
+    value = f"(({kc.load(x, ['n', channel, *svars])} - shift) * scale)"
     weight, bias = optional_input(layer, 1), optional_input(layer, 2)
     if weight is not None:
         value = f"({value} * {kc.ptr(weight)}[{channel}])"
