@@ -450,18 +450,14 @@ def test_elementwise_layers_stay_after_a_permute_they_do_not_own(case: str) -> N
     x = image_input(g, channels=6, size=4)
     (h,) = g.add_layer("relu", [x], name="producer")
     (y,) = g.add_layer("permute", [h], {"perm": (0, 2, 3, 1)})
-    if case == "input read twice":
-        (z,) = g.add_layer("mul", [y, g.add_param("s", rand(6))])
-        g.outputs = [z, h]
-    elif case == "operand read twice":
-        (z,) = g.add_layer("mul", [y, y])
-        g.outputs = [z]
-    else:
-        (z,) = g.add_layer("mul", [y, g.add_param("s", rand(6))])
-        g.outputs = [z, y] if case in ("permute read twice", "output") else [z]
-        if case == "permute read twice":
-            (w,) = g.add_layer("neg", [y])
-            g.outputs = [z, w]
+    (z,) = g.add_layer("mul", [y, y] if case == "operand read twice" else [y, g.add_param("s", rand(6))])
+    g.outputs = [z]
+    if case == "permute read twice":
+        g.outputs.append(g.add_layer("neg", [y])[0])
+    elif case == "output":
+        g.outputs.append(y)
+    elif case == "input read twice":
+        g.outputs.append(h)
     layers = list(g.layers)
     elementwise_before_permute(g)
     assert g.layers == layers

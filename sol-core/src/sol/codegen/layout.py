@@ -66,9 +66,8 @@ def permuted_layout(layer: Layer, source: Sequence[int]) -> tuple[int, ...] | No
 def same_memory_permute(layer: Layer, layouts: Layouts) -> bool:
     """Whether a permute's output, in its planned layout, lies in memory exactly as its input does."""
     x, out = layer.inputs[0], layer.outputs[0]
-    source = layouts.get(id(x), plain(x.rank))
     target = [layer.attrs["perm"][j] for j in layouts.get(id(out), plain(out.rank))]  # in input dims
-    return [d for d in target if x.shape[d] != 1] == [d for d in source if x.shape[d] != 1]
+    return same_memory(x, layouts.get(id(x), plain(x.rank)), target)
 
 
 def layout_aware(op: str) -> bool:

@@ -19,6 +19,14 @@ def is_graph_output(graph: Graph, tensor: Tensor) -> bool:
     return any(t is tensor for t in graph.outputs)
 
 
+def only_reader(graph: Graph, consumers: dict[int, list[Layer]], tensor: Tensor) -> Layer | None:
+    """The one layer that reads ``tensor``, or None when more or none do or it is a model output (kept as is)."""
+    users = consumers.get(id(tensor), [])
+    if len(users) != 1 or is_graph_output(graph, tensor):
+        return None
+    return users[0]
+
+
 def new_layers(graph: Graph, build: Any) -> list[Layer]:
     """Run ``build()`` (which calls graph.add_layer) and detach the layers it appended, for inserting elsewhere."""
     count = len(graph.layers)
@@ -49,8 +57,7 @@ def sole_reader_pairs(graph: Graph, consumer_ops: Sequence[str],
         producer = producers.get(id(consumer.inputs[0]))
         if producer is None or producer.op not in producer_ops:
             continue
-        mid = consumer.inputs[0]
-        if len(consumers.get(id(mid), [])) != 1 or is_graph_output(graph, mid):
+        if only_reader(graph, consumers, consumer.inputs[0]) is None:
             continue
         yield producer, consumer
         producers = graph.producers()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Graph, Layer, Tensor
-from ._rewrite import insert_before, is_graph_output, new_layers, replace_uses
+from ._rewrite import insert_before, new_layers, only_reader, replace_uses
 
 _FOLDABLE = ("conv", "linear")
 
@@ -77,7 +77,7 @@ def fold_batch_norm(graph: Graph) -> Graph:
         if producer is None or producer.op not in _FOLDABLE or len(producer.inputs) < 2:
             continue
         out = producer.outputs[0]
-        if len(consumers.get(id(out), [])) != 1 or is_graph_output(graph, out):
+        if only_reader(graph, consumers, out) is None:
             continue
         if producer.op == "linear" and out.rank != 2:
             continue  # channel axis 1 is the linear's output features only for [N, F]

@@ -10,15 +10,7 @@ one gather that reads and writes any layout.
 from __future__ import annotations
 
 from ..ir.graph import Graph, Layer
-from ._rewrite import is_graph_output
-
-
-def _only_consumer(graph: Graph, consumers: dict, layer: Layer) -> Layer | None:  # type: ignore[type-arg]
-    out = layer.outputs[0]
-    users = consumers.get(id(out), [])
-    if len(users) != 1 or is_graph_output(graph, out):
-        return None
-    return users[0]  # type: ignore[no-any-return]
+from ._rewrite import only_reader
 
 
 def _shuffle_groups(split: Layer, swap: Layer, merge: Layer) -> int | None:
@@ -43,8 +35,8 @@ def fuse_channel_shuffle(graph: Graph) -> Graph:
     for split in list(graph.layers):
         if split.op != "reshape" or split not in graph.layers:
             continue
-        swap = _only_consumer(graph, consumers, split)
-        merge = _only_consumer(graph, consumers, swap) if swap is not None and swap.op == "permute" else None
+        swap = only_reader(graph, consumers, split.outputs[0])
+        merge = only_reader(graph, consumers, swap.outputs[0]) if swap is not None and swap.op == "permute" else None
         if swap is None or merge is None:
             continue
         groups = _shuffle_groups(split, swap, merge)

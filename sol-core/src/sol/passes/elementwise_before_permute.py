@@ -21,7 +21,7 @@ layers after one permute moves as a whole.
 from __future__ import annotations
 
 from ..ir.graph import Dim, Graph, Layer, Tensor
-from ._rewrite import is_graph_output
+from ._rewrite import only_reader
 
 #: elementwise layers whose result at an index depends only on their operands at that index
 MOVABLE = frozenset({
@@ -31,32 +31,26 @@ MOVABLE = frozenset({
 
 
 def elementwise_before_permute(graph: Graph) -> Graph:
-    while _move_one(graph):
-        pass
+    # one move at a time: each rewrite changes who reads what (maps rebuilt, as in `sole_reader_pairs`)
+    while (pair := _next_move(graph)) is not None:
+        _rewrite(graph, *pair)
     return graph
 
 
-def _move_one(graph: Graph) -> bool:
-    """Move one elementwise layer before the permute it reads; whether there was one to move."""
+def _next_move(graph: Graph) -> tuple[Layer, Layer] | None:
+    """(permute, the elementwise layer to move before it), or None when nothing is left to move."""
     producers = graph.producers()
     consumers = graph.consumers()
     for permute in graph.layers:
         if permute.op != "permute":
             continue
         x, y = permute.inputs[0], permute.outputs[0]
-        if id(x) not in producers or not _sole_reader(graph, consumers, x, permute):
+        if id(x) not in producers or only_reader(graph, consumers, x) is not permute:
             continue
-        users = consumers.get(id(y), [])
-        if len(users) != 1 or is_graph_output(graph, y) or not _movable(users[0], y):
-            continue
-        _rewrite(graph, permute, users[0])
-        return True
-    return False
-
-
-def _sole_reader(graph: Graph, consumers: dict[int, list[Layer]], value: Tensor, layer: Layer) -> bool:
-    users = consumers.get(id(value), [])
-    return len(users) == 1 and users[0] is layer and not is_graph_output(graph, value)
+        layer = only_reader(graph, consumers, y)
+        if layer is not None and _movable(layer, y):
+            return permute, layer
+    return None
 
 
 def _movable(layer: Layer, y: Tensor) -> bool:
