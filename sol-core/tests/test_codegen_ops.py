@@ -183,6 +183,35 @@ def _norm_graph() -> CaseGraph:
     return cg
 
 
+def _pool_graph() -> CaseGraph:
+    """Row-major pools whose rows have left and right border pixels around an interior (kernels/pool.py's row
+    buffer), in 1, 2 and 3 spatial dims, and inputs narrower than the window."""
+    cg = CaseGraph("pool")
+    x = cg.input("x", (0, 3, 9, 13), make=lambda s, r: r.standard_normal(s) * 2 + 1)
+    narrow = cg.input("narrow", (0, 3, 4, 2))
+    line = cg.input("line", (0, 3, 13))
+    volume = cg.input("volume", (0, 2, 5, 6, 7))
+    plain = {"dilation": (1, 1), "ceil_mode": False}
+    average = {"ceil_mode": False, "count_include_pad": True, "divisor_override": None}
+    cg.case("max_3x3_s1", "max_pool", [x], {"kernel": (3, 3), "stride": (1, 1), "padding": (1, 1), **plain})
+    cg.case("max_3x3_s2_ceil", "max_pool", [x], {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1),
+                                                 "dilation": (1, 1), "ceil_mode": True})
+    cg.case("max_5x4_uneven", "max_pool", [x], {"kernel": (5, 4), "stride": (2, 3), "padding": (2, 1), **plain})
+    cg.case("max_narrow", "max_pool", [narrow], {"kernel": (3, 3), "stride": (1, 1), "padding": (1, 1), **plain})
+    cg.case("avg_3x3_s1", "avg_pool", [x], {"kernel": (3, 3), "stride": (1, 1), "padding": (1, 1), **average})
+    cg.case("avg_5x5_s2_ceil_excl", "avg_pool", [x], {"kernel": (5, 5), "stride": (2, 2), "padding": (2, 2),
+                                                      "ceil_mode": True, "count_include_pad": False,
+                                                      "divisor_override": None})
+    cg.case("avg_narrow", "avg_pool", [narrow], {"kernel": (3, 3), "stride": (1, 1), "padding": (1, 1), **average})
+    cg.case("max_1d", "max_pool", [line], {"kernel": (3,), "stride": (2,), "padding": (1,), "dilation": (1,),
+                                          "ceil_mode": False})
+    cg.case("avg_1d", "avg_pool", [line], {"kernel": (4,), "stride": (1,), "padding": (2,), **average})
+    cg.case("max_3d", "max_pool", [volume], {"kernel": (2, 3, 3), "stride": (1, 2, 2), "padding": (0, 1, 1),
+                                            "dilation": (1, 1, 1), "ceil_mode": False})
+    cg.case("avg_3d", "avg_pool", [volume], {"kernel": (3, 3, 3), "stride": (2, 1, 2), "padding": (1, 1, 1), **average})
+    return cg
+
+
 # -- data movement -----------------------------------------------------------------
 def _movement_graph() -> CaseGraph:
     from sol.ir import BATCH
@@ -210,7 +239,7 @@ def _movement_graph() -> CaseGraph:
 
 
 GROUPS = {"unary": _unary_graph, "binary": _binary_graph, "dense": _dense_graph, "norm": _norm_graph,
-          "movement": _movement_graph, "math_extra": math_extra_graph, "indexing": indexing_graph, "training": training_graph,
+          "pool": _pool_graph, "movement": _movement_graph, "math_extra": math_extra_graph, "indexing": indexing_graph, "training": training_graph,
           "scatter": scatter_graph}
 _CASES = [(group, case) for group, make in GROUPS.items() for case in make().cases]
 _RESULTS: dict[str, object] = {}

@@ -30,7 +30,7 @@ from .runtime import CompiledModel
 _log = log.get("compiler")
 
 #: Bump when generated code changes for the same graph (part of the cache key).
-CODEGEN_VERSION = "21"
+CODEGEN_VERSION = "22"
 #: Device types served by the generic OpenMP C++ flavour.
 HOST_TYPES = ("x86", "arm64")
 

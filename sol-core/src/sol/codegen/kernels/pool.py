@@ -35,6 +35,8 @@ def pool(layer: Layer, kc: KernelContext) -> list[Node]:
     acc_t = _window_acc_type(t, is_max)
     if lead == 2 and kc.layout(out) == kc.layout(x) == (0, *range(2, x.rank), 1):
         return _pool_channels_last(layer, kc)
+    if _planar_fits(layer, kc):
+        return _pool_planar(layer, kc)
     in_index = ovars[:lead] + [f"h{d}" for d in range(r)]
     xv = kc.load(x, in_index)
     inner: list[Node] = [Stmt(f"acc = sol_max<{t}>(acc, {xv});" if is_max else f"acc += {xv};")]
@@ -125,6 +127,86 @@ def _pool_channels_last(layer: Layer, kc: KernelContext) -> list[Node]:
     body.append(Loop("c", str(channels), [Emit(value, ("n", "c", *positions))], vector=True))
     return nest(["n", *positions], [cexpr.size(out.shape[0]), *(cexpr.size(s) for s in out.shape[2:])], [Block(body)],
                 vector_last=False)
+
+
+def _planar_fits(layer: Layer, kc: KernelContext) -> bool:
+    """Row-major input and output, no dilation, and static spatial sizes (the row buffer's length)."""
+    x, out = layer.inputs[0], layer.outputs[0]
+    r = len(layer.attrs["kernel"])
+    return (x.rank > r and kc.layout(x) == tuple(range(x.rank)) and kc.layout(out) == tuple(range(out.rank))
+            and all(int(d) == 1 for d in (layer.attrs.get("dilation") or [1] * r))
+            and all(isinstance(s, int) for s in (*x.shape[-r:], *out.shape[-r:])))
+
+
+def _pool_planar(layer: Layer, kc: KernelContext) -> list[Node]:
+    """Row-major (NCHW) pooling, one task per output row.
+
+    The window's rows are clipped to the input once per output row. The row's interior pixels, whose taps all
+    lie inside the input, are accumulated in a row buffer by SIMD loops over the pixels, one per tap; only the
+    few border pixels clip their windows one by one. The generic loop tests every tap of every output: resnet18's
+    3x3 stride-2 max pool over 64 x 112 x 112 took 2.0 ms there (PyTorch's NCHW kernel: 2.3 ms).
+    """
+    x, out = layer.inputs[0], layer.outputs[0]
+    t = ctype_of(out, layer)
+    kernel_sizes = [int(k) for k in layer.attrs["kernel"]]
+    r = len(kernel_sizes)
+    lead = x.rank - r
+    stride = [int(s) for s in (layer.attrs.get("stride") or kernel_sizes)]
+    pads = [b for b, _ in spatial_padding(layer.attrs.get("padding", 0), r)]
+    ins = [int(s) for s in x.shape[lead:]]
+    is_max = layer.op == "max_pool"
+    acc_t = _window_acc_type(t, is_max)
+    init = _lowest(out.dtype, t) if is_max else "0"
+    ovars = index_vars("i", out.rank)
+    o, last = ovars[-1], r - 1
+    width, taps, step, pad = int(out.shape[-1]), kernel_sizes[last], stride[last], pads[last]
+    # [lo, hi): the output pixels of a row whose taps all lie inside the input row
+    lo = min(width, -(-pad // step))
+    hi = max(lo, min(width, (ins[last] - taps + pad) // step + 1)) if ins[last] - taps + pad >= 0 else lo
+    starts = [f"{ovars[lead + d]} * {stride[d]} - {pads[d]}" for d in range(r)]
+
+    def clipped(d: int) -> Stmt:
+        return Stmt(f"const int64_t b{d} = sol_max<int64_t>({starts[d]}, 0), "
+                    f"e{d} = sol_min<int64_t>({starts[d]} + {kernel_sizes[d]}, {ins[d]});")
+
+    def over_rows(inner: list[Node]) -> list[Node]:  # the window's rows (all spatial dims but the last)
+        for d in reversed(range(last)):
+            inner = [Loop(f"h{d}", f"e{d}", inner, start=f"b{d}")]
+        return inner
+
+    def value(acc: str) -> str:
+        if is_max:
+            return acc
+        if layer.attrs.get("divisor_override"):
+            return f"({t})({acc} / ({acc_t}){float(layer.attrs['divisor_override'])!r})"
+        return f"({t})({acc} / ({acc_t})cnt)"
+
+    divisor = [] if is_max or layer.attrs.get("divisor_override") else \
+        _divisor(layer, kernel_sizes, stride, pads, [str(n) for n in ins], ovars[lead:])
+
+    def border_pixels(start: str, stop: str) -> Loop:  # one pixel at a time, its window clipped on every dim
+        xv = kc.load(x, [*ovars[:lead], *[f"h{d}" for d in range(r)]])
+        update = f"acc = sol_max<{t}>(acc, {xv});" if is_max else f"acc += {xv};"
+        taps_in_row = Loop(f"h{last}", f"e{last}", [Stmt(update)], start=f"b{last}")
+        body = [clipped(last), Stmt(f"{acc_t} acc = {init};"), *over_rows([taps_in_row]), *divisor,
+                Emit(value("acc"), tuple(ovars))]
+        return Loop(o, stop, body, start=start)
+
+    # one pass over the row buffer per window row, all taps of the row in one expression (in tap order)
+    combined = f"row[{o}]"
+    for k in range(taps):
+        xv = kc.load(x, [*ovars[:lead], *[f"h{d}" for d in range(last)], f"{o} * {step} - {pad} + {k}"])
+        combined = f"sol_max<{t}>({combined}, {xv})" if is_max else f"{combined} + {xv}"
+    interior = [
+        Stmt(f"alignas(64) {acc_t} row[{width}];"),
+        Loop(o, str(hi), [Stmt(f"row[{o}] = {init};")], start=str(lo), vector=True),
+        *over_rows([Loop(o, str(hi), [Stmt(f"row[{o}] = {combined};")], start=str(lo), vector=True)]),
+        Loop(o, str(hi), [*divisor, Emit(value(f"row[{o}]"), tuple(ovars))], start=str(lo), vector=True),
+    ]
+    body: list[Node] = [*[clipped(d) for d in range(last)],
+                        *([border_pixels("0", str(lo))] if lo > 0 else []), *(interior if hi > lo else []),
+                        *([border_pixels(str(hi), str(width))] if hi < width else [])]
+    return nest(ovars[:-1], [cexpr.size(s) for s in out.shape[:-1]], [Block(body)], vector_last=False)
 
 
 @kernel("adaptive_avg_pool", "adaptive_max_pool")
