@@ -111,14 +111,14 @@ def _probe_library() -> ctypes.CDLL:
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise SystemExit("roofline.py: no C compiler (cc, gcc or $CC) to build the peak and bandwidth loops")
-    directory = Path(tempfile.mkdtemp(prefix="sol_roofline_"))
-    source, library = directory / "probe.c", directory / "probe.so"
-    source.write_text(_PEAK_SOURCE)
-    command = [compiler, "-O2", "-march=native", "-fopenmp", "-shared", "-fPIC", str(source), "-o", str(library)]
-    built = subprocess.run(command, capture_output=True, text=True)
-    if built.returncode != 0:
-        raise SystemExit(f"roofline.py: compiling the probe failed ({' '.join(command)}):\n{built.stderr[-2000:]}")
-    lib = ctypes.CDLL(str(library))
+    with tempfile.TemporaryDirectory(prefix="sol_roofline_") as scratch:  # a loaded library outlives its file
+        source, library = Path(scratch) / "probe.c", Path(scratch) / "probe.so"
+        source.write_text(_PEAK_SOURCE)
+        command = [compiler, "-O2", "-march=native", "-fopenmp", "-shared", "-fPIC", str(source), "-o", str(library)]
+        built = subprocess.run(command, capture_output=True, text=True)
+        if built.returncode != 0:
+            raise SystemExit(f"roofline.py: compiling the probe failed ({' '.join(command)}):\n{built.stderr[-2000:]}")
+        lib = ctypes.CDLL(str(library))
     lib.sol_fma_peak.restype = lib.sol_read_bandwidth.restype = ctypes.c_double
     lib.sol_fma_peak.argtypes = [ctypes.c_int, ctypes.c_long]
     lib.sol_read_bandwidth.argtypes = [ctypes.c_int, ctypes.c_long, ctypes.c_int]
@@ -171,6 +171,7 @@ def model_work(model: Any, example: Any) -> list[tuple[str, float, float, bool]]
     root = type(model).__name__
     totals = {("" if key == root else key[len(root) + 1:]): sum(per_op.values())
               for key, per_op in counter.get_flop_counts().items() if key == root or key.startswith(root + ".")}
+    totals.setdefault("", 0)  # a model without matrix products or convolutions still has its weights
 
     def called_ancestor(path: str) -> str:
         while path and path not in totals:

@@ -55,6 +55,11 @@ def test_attention_is_counted_once_with_the_weights_of_its_projections(roofline)
     assert torch.backends.mha.get_fastpath_enabled()  # restored after counting
 
 
+def test_a_model_without_products_keeps_its_weights(roofline):
+    model = torch.nn.Sequential(torch.nn.BatchNorm1d(6), torch.nn.ReLU())
+    assert roofline.model_work(model.eval(), torch.randn(2, 6)) == [("Sequential", 0.0, 4 * 12, False)]
+
+
 def test_bound_is_per_module_and_weights_in_the_cache_cost_nothing(roofline):
     parts = [("conv", 1e9, 1e6, True), ("linear", 1e6, 1e9, False)]
     limits = {"flops_per_s": 1e11, "bytes_per_s": 1e10, "last_level_cache_bytes": 32 << 20}
