@@ -39,22 +39,37 @@ class _Window:
                        [b for b, _ in spatial_padding(layer.attrs.get("padding", 0), r)])
 
 
+def _counts_taps(layer: Layer) -> bool:
+    """Whether the window's value divides by ``cnt``, its taps inside the input (`_divisor` computes it)."""
+    return layer.op == "avg_pool" and not layer.attrs.get("divisor_override")
+
+
+def _result(layer: Layer, acc: str, t: str, acc_t: str) -> str:
+    """The output value of a window from its accumulator ``acc``: the max, or the sum over the divisor."""
+    if layer.op == "max_pool":
+        return acc
+    if layer.attrs.get("divisor_override"):
+        return f"({t})({acc} / ({acc_t}){float(layer.attrs['divisor_override'])!r})"
+    return f"({t})({acc} / ({acc_t})cnt)"
+
+
 @kernel("max_pool", "avg_pool")
 def pool(layer: Layer, kc: KernelContext) -> list[Node]:
     x, out = layer.inputs[0], layer.outputs[0]
-    t = ctype_of(out, layer)
     window = _Window.of(layer)
-    kernel_sizes, stride, dilation, pads = window.kernel, window.stride, window.dilation, window.pads
-    r = len(kernel_sizes)
+    r = len(window.kernel)
     lead = x.rank - r
-    ovars = index_vars("i", out.rank)
-    ins = [cexpr.size(s) for s in x.shape[lead:]]
-    is_max = layer.op == "max_pool"
-    acc_t = _window_acc_type(t, is_max)
     if lead == 2 and kc.layout(out) == kc.layout(x) == (0, *range(2, x.rank), 1):
         return _pool_channels_last(layer, kc)
     if _planar_fits(layer, kc):
         return _pool_planar(layer, kc)
+    # the generic loop: every tap of every output tested against the input's bounds
+    t = ctype_of(out, layer)
+    kernel_sizes, stride, dilation, pads = window.kernel, window.stride, window.dilation, window.pads
+    ovars = index_vars("i", out.rank)
+    ins = [cexpr.size(s) for s in x.shape[lead:]]
+    is_max = layer.op == "max_pool"
+    acc_t = _window_acc_type(t, is_max)
     in_index = ovars[:lead] + [f"h{d}" for d in range(r)]
     xv = kc.load(x, in_index)
     inner: list[Node] = [Stmt(f"acc = sol_max<{t}>(acc, {xv});" if is_max else f"acc += {xv};")]
@@ -63,14 +78,9 @@ def pool(layer: Layer, kc: KernelContext) -> list[Node]:
                      f"if (h{d} < 0 || h{d} >= {ins[d]}) continue;")
         inner = [Loop(f"k{d}", str(kernel_sizes[d]), [check, *inner])]
     body: list[Node] = [Stmt(f"{acc_t} acc = {_lowest(out.dtype, t) if is_max else '0'};"), *inner]
-    if is_max:
-        value = "acc"
-    elif layer.attrs.get("divisor_override"):
-        value = f"({t})(acc / ({acc_t}){float(layer.attrs['divisor_override'])!r})"
-    else:
+    if _counts_taps(layer):
         body += _divisor(layer, kernel_sizes, stride, pads, ins, ovars[lead:], dilation)
-        value = f"({t})(acc / ({acc_t})cnt)"
-    body.append(Emit(value, tuple(ovars)))
+    body.append(Emit(_result(layer, "acc", t, acc_t), tuple(ovars)))
     return nest_in_order(ovars, [cexpr.size(s) for s in out.shape], body, kc.layout(out), vector_last=False)
 
 
@@ -133,14 +143,10 @@ def _pool_channels_last(layer: Layer, kc: KernelContext) -> list[Node]:
     init = _lowest(out.dtype, t) if is_max else "0"
     body: list[Node] = [*bounds, Stmt(f"alignas(64) {acc_t} acc[{channels}];"),
                         Loop("c", str(channels), [Stmt(f"acc[c] = {init};")], vector=True), *inner]
-    if is_max:
-        value = "acc[c]"
-    elif layer.attrs.get("divisor_override"):
-        value = f"({t})(acc[c] / ({acc_t}){float(layer.attrs['divisor_override'])!r})"
-    else:
+    if _counts_taps(layer):
         body += _divisor(layer, kernel_sizes, stride, pads, ins, positions, dilation)
-        value = f"({t})(acc[c] / ({acc_t})cnt)"
-    body.append(Loop("c", str(channels), [Emit(value, ("n", "c", *positions))], vector=True))
+    body.append(Loop("c", str(channels), [Emit(_result(layer, "acc[c]", t, acc_t), ("n", "c", *positions))],
+                     vector=True))
     return nest(["n", *positions], [cexpr.size(out.shape[0]), *(cexpr.size(s) for s in out.shape[2:])], [Block(body)],
                 vector_last=False)
 
@@ -159,8 +165,9 @@ def _pool_planar(layer: Layer, kc: KernelContext) -> list[Node]:
 
     The window's rows are clipped to the input once per output row. The row's interior pixels, whose taps all
     lie inside the input, are accumulated in a row buffer by one SIMD loop over the pixels per window row (that
-    row's taps in one expression); only the few border pixels clip their windows one by one. The generic loop tests every tap of every output: resnet18's
-    3x3 stride-2 max pool over 64 x 112 x 112 took 2.0 ms there (PyTorch's NCHW kernel: 2.3 ms).
+    row's taps in one expression); only the few border pixels clip their windows one by one. The generic loop
+    tests every tap of every output: resnet18's 3x3 stride-2 max pool over 64 x 112 x 112 took 2.0 ms there
+    (PyTorch's NCHW kernel: 2.3 ms).
     """
     x, out = layer.inputs[0], layer.outputs[0]
     t = ctype_of(out, layer)
@@ -189,22 +196,15 @@ def _pool_planar(layer: Layer, kc: KernelContext) -> list[Node]:
             inner = [Loop(f"h{d}", f"e{d}", inner, start=f"b{d}")]
         return inner
 
-    def value(acc: str) -> str:
-        if is_max:
-            return acc
-        if layer.attrs.get("divisor_override"):
-            return f"({t})({acc} / ({acc_t}){float(layer.attrs['divisor_override'])!r})"
-        return f"({t})({acc} / ({acc_t})cnt)"
-
-    divisor = [] if is_max or layer.attrs.get("divisor_override") else \
-        _divisor(layer, kernel_sizes, stride, pads, [str(n) for n in ins], ovars[lead:])
+    divisor = _divisor(layer, kernel_sizes, stride, pads, [str(n) for n in ins], ovars[lead:]) \
+        if _counts_taps(layer) else []
 
     def border_pixels(start: str, stop: str) -> Loop:  # one pixel at a time, its window clipped on every dim
         xv = kc.load(x, [*ovars[:lead], *[f"h{d}" for d in range(r)]])
         update = f"acc = sol_max<{t}>(acc, {xv});" if is_max else f"acc += {xv};"
         taps_in_row = Loop(f"h{last}", f"e{last}", [Stmt(update)], start=f"b{last}")
         body = [clipped(last), Stmt(f"{acc_t} acc = {init};"), *over_rows([taps_in_row]), *divisor,
-                Emit(value("acc"), tuple(ovars))]
+                Emit(_result(layer, "acc", t, acc_t), tuple(ovars))]
         return Loop(o, stop, body, start=start)
 
     # one pass over the row buffer per window row, all taps of the row in one expression (in tap order)
@@ -216,7 +216,7 @@ def _pool_planar(layer: Layer, kc: KernelContext) -> list[Node]:
         Stmt(f"alignas(64) {acc_t} row[{width}];"),
         Loop(o, str(hi), [Stmt(f"row[{o}] = {init};")], start=str(lo), vector=True),
         *over_rows([Loop(o, str(hi), [Stmt(f"row[{o}] = {combined};")], start=str(lo), vector=True)]),
-        Loop(o, str(hi), [*divisor, Emit(value(f"row[{o}]"), tuple(ovars))], start=str(lo), vector=True),
+        Loop(o, str(hi), [*divisor, Emit(_result(layer, f"row[{o}]", t, acc_t), tuple(ovars))], start=str(lo), vector=True),
     ]
     body: list[Node] = [*[clipped(d) for d in range(last)],
                         *([border_pixels("0", str(lo))] if lo > 0 else []), *(interior if hi > lo else []),
