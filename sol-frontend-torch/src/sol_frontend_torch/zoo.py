@@ -39,10 +39,10 @@ def import_torchvision() -> ModuleType:
         return importlib.import_module("torchvision")
 
 
-def _torchvision(name: str, **kwargs: Any) -> Callable[[], torch.nn.Module]:
-    def build() -> torch.nn.Module:
+def _torchvision(name: str, **kwargs: Any) -> Callable[..., torch.nn.Module]:
+    def build(**overrides: Any) -> torch.nn.Module:
         models = import_torchvision().models
-        return getattr(models, name)(weights=None, **kwargs)
+        return getattr(models, name)(weights=None, **{**kwargs, **overrides})
 
     build.__name__ = name
     return build
@@ -67,7 +67,7 @@ def transformer_encoder(layers: int = 2, d_model: int = 768, heads: int = 12, fe
 IMAGE = (1, 3, 224, 224)
 
 #: name -> (constructor, input shape including a batch of 1)
-MODELS: dict[str, tuple[Callable[[], torch.nn.Module], tuple[int, ...]]] = {
+MODELS: dict[str, tuple[Callable[..., torch.nn.Module], tuple[int, ...]]] = {
     "alexnet": (_torchvision("alexnet"), IMAGE),
     "vgg11_bn": (_torchvision("vgg11_bn"), IMAGE),
     "resnet18": (_torchvision("resnet18"), IMAGE),
@@ -90,6 +90,21 @@ MODELS: dict[str, tuple[Callable[[], torch.nn.Module], tuple[int, ...]]] = {
     "mlp": (mlp, (1, 8192)),
     "transformer_encoder": (transformer_encoder, (1, 128, 768)),
 }
+
+#: the torchvision image classifiers of the corpus (every model but the MLP and the encoder)
+CLASSIFIERS = tuple(name for name in MODELS if name not in ("mlp", "transformer_encoder"))
+
+
+def classifier(name: str, num_classes: int = 10, image_size: int = 224) -> torch.nn.Module:
+    """A torchvision classifier of the corpus with ``num_classes`` outputs for images of ``image_size`` pixels
+    (ViTs are built for that size; the convolutional networks take any size they can pool down)."""
+    if name not in CLASSIFIERS:
+        raise KeyError(f"{name!r} is not a classifier of the corpus; choose one of {', '.join(CLASSIFIERS)}")
+    overrides: dict[str, Any] = {"num_classes": num_classes}
+    if name.startswith("vit_"):
+        overrides["image_size"] = image_size
+    return MODELS[name][0](**overrides)
+
 
 #: the models too big for the default (fast) test run
 SLOW = frozenset({"wide_resnet50_2", "vit_b_16", "vgg11_bn", "convnext_tiny", "resnext50_32x4d", "inception_v3", "densenet121", "resnet50"})

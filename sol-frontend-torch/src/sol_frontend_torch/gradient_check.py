@@ -1,0 +1,131 @@
+"""Training gradients of a model checked against float64, with eager PyTorch's own float32 error as the yardstick.
+
+One step (forward, cross entropy on random targets, backward) runs four ways on copies of one model:
+float64 eager (the exact gradients), float32 eager in PyTorch's default layout, float32 eager in
+channels-last, and SOL. A run's error is that of its worst parameter,
+
+    max |g - g64| / max |g64|      over the parameters whose max |g64| is at least 1e-3 of the model's largest,
+
+and SOL passes when its error is within ``factor`` times eager float32's.
+
+Why two eager runs make the yardstick: a ReLU whose float64 input lies within float32 rounding of 0 can land
+on either side of it in a float32 run, and the side decides whether its gradient passes. Batch norm over a
+few values (a 2x2 map at batch 8) spreads one such element's gradient over its channel, so a single flip
+can move a parameter's gradient by 1-20%. Which elements flip depends on the summation order of the
+convolutions before it: PyTorch's default layout and its channels-last layout are equally correct and
+flip different elements. Taking the larger of their two errors measures what float32 itself allows for
+that model and input; either one alone is sometimes 10^4 times smaller by luck.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+#: parameters whose exact gradient is below this share of the model's largest are not compared (their
+#: relative error is dominated by the rounding of much larger terms)
+SMALL_GRADIENT = 1e-3
+
+
+@dataclass(frozen=True)
+class GradientError:
+    """The worst parameter of one run: its relative error against float64 and its name."""
+
+    error: float
+    parameter: str
+
+    def __str__(self) -> str:
+        return f"{self.error:.1e} ({self.parameter})"
+
+
+@dataclass(frozen=True)
+class GradientReport:
+    model: str
+    sol: GradientError
+    #: eager float32 in the model's own layout, and in channels-last
+    eager: GradientError
+    eager_channels_last: GradientError
+    #: SOL compiled in float64 against eager float64 (None when not run): tests the gradient rules alone
+    sol_float64: GradientError | None = None
+
+    @property
+    def yardstick(self) -> float:
+        """Eager float32's error: the larger of its two layouts' errors."""
+        return max(self.eager.error, self.eager_channels_last.error)
+
+    def within(self, factor: float = 3.0) -> bool:
+        return self.sol.error <= factor * self.yardstick
+
+
+def without_randomness(model: torch.nn.Module) -> torch.nn.Module:
+    """Dropout and stochastic depth off: their masks are SOL's own draws, not PyTorch's, so exact comparisons
+    need them off (their own tests check the masks)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout) or type(module).__name__ == "StochasticDepth":
+            module.p = 0.0
+        if isinstance(module, torch.nn.MultiheadAttention):
+            module.dropout = 0.0
+    return model
+
+
+def one_step(model: torch.nn.Module, x: torch.Tensor, target: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Every parameter's gradient (float64 copies) after one cross-entropy step of ``model`` on ``x``."""
+    model.zero_grad(set_to_none=True)
+    torch.nn.functional.cross_entropy(model(x), target).backward()
+    return {name: p.grad.detach().double().clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+def worst(gradients: dict[str, torch.Tensor], exact: dict[str, torch.Tensor]) -> GradientError:
+    """The parameter of ``gradients`` farthest from ``exact`` (relative to its own largest exact gradient)."""
+    missing = sorted(set(exact) - set(gradients))
+    if missing:
+        return GradientError(float("inf"), f"no gradient for {missing[0]}")
+    largest = max(float(g.abs().max()) for g in exact.values())
+    result = GradientError(0.0, "")
+    for name, g64 in exact.items():
+        scale = float(g64.abs().max())
+        if scale < SMALL_GRADIENT * largest:
+            continue
+        error = float((gradients[name] - g64).abs().max()) / scale
+        if not error <= result.error:  # NaN counts as the worst
+            result = GradientError(error, name)
+    return result
+
+
+def check(name: str, model: torch.nn.Module, x: torch.Tensor, target: torch.Tensor,
+          optimize: Callable[[torch.nn.Module, torch.Tensor], torch.nn.Module],
+          optimize_float64: Callable[[torch.nn.Module, torch.Tensor], torch.nn.Module] | None = None) -> GradientReport:
+    """One step of ``model`` (training mode, randomness off) four ways; ``optimize(model, x)`` returns SOL's model."""
+    without_randomness(model).train()
+    exact = one_step(copy.deepcopy(model).double(), x.double(), target)
+    eager = one_step(copy.deepcopy(model), x, target)
+    channels_last = x.to(memory_format=torch.channels_last) if x.dim() == 4 else x
+    eager_cl = one_step(copy.deepcopy(model).to(memory_format=torch.channels_last), channels_last, target)
+    sol_model = optimize(copy.deepcopy(model), x).train()
+    report = GradientReport(name, worst(one_step(sol_model, x, target), exact), worst(eager, exact), worst(eager_cl, exact))
+    if optimize_float64 is not None:
+        sol64 = optimize_float64(copy.deepcopy(model).double(), x.double()).train()
+        report = GradientReport(name, report.sol, report.eager, report.eager_channels_last,
+                                worst(one_step(sol64, x.double(), target), exact))
+    return report
+
+
+def table(reports: Iterable[GradientReport], factor: float = 3.0) -> str:
+    """The reports as a Markdown table, one row each, with the verdict of `GradientReport.within`."""
+    rows = list(reports)
+    with_64 = any(r.sol_float64 is not None for r in rows)
+    head = ["model", "SOL error (worst parameter)", "eager f32", "eager f32 channels-last", f"within {factor:g}x"]
+    if with_64:
+        head.insert(4, "SOL f64")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells: list[Any] = [r.model, str(r.sol), f"{r.eager.error:.1e}", f"{r.eager_channels_last.error:.1e}",
+                            "yes" if r.within(factor) else "**no**"]
+        if with_64:
+            cells.insert(4, f"{r.sol_float64.error:.1e}" if r.sol_float64 is not None else "-")
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
