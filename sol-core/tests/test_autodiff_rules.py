@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sol.errors import SolUnsupportedError
 from sol.ir import Graph, Tensor, all_ops
-from sol.ir.ops.dropout_train import keep_mask, scale
+from sol.ir.ops.dropout_train import keep_mask, scale_factor
 
 from ._autodiff_helpers import check_gradients, make_graph
 
@@ -168,7 +168,7 @@ def test_dropout_train_gradient_is_the_mask() -> None:
 
     g = make_graph(one("dropout_train", attrs), [x], [key])
     (y,) = run_reference(g, [key])
-    np.testing.assert_allclose(y, np.where(mask, x * scale(0.4, "float64"), 0.0))
+    np.testing.assert_allclose(y, np.where(mask, x * scale_factor({"p": 0.4}), 0.0))
 
 
 def test_every_forward_op_has_a_gradient_rule_or_is_listed() -> None:

@@ -75,6 +75,9 @@ def _dropout_graph() -> CaseGraph:
     cg.case("f64", "dropout_train", [x, key], {"p": 0.6, "stream": 9, "per_channel": False})
     x = cg.input("x_channels", (0, 3, 5, 6))
     cg.case("per_channel", "dropout_train", [x, key], {"p": 0.5, "stream": 10, "per_channel": True})
+    # stochastic depth's bernoulli_ keep mask: kept elements stay as they are (no 1 / (1 - p))
+    x = cg.input("x_unscaled", (0, 1, 1, 1))
+    cg.case("unscaled", "dropout_train", [x, key], {"p": 0.25, "stream": 11, "per_channel": False, "unscaled": True})
     return cg
 
 
@@ -92,6 +95,18 @@ def test_dropout_matches_reference_bit_for_bit() -> None:
     for case in ("odd", "groups", "f64", "per_channel"):
         got, _ = results[3].cases[case]
         assert 0 < np.count_nonzero(got) < got.size, f"{case}: a mask that keeps all or nothing"
+
+
+def test_unscaled_mask_keeps_values_as_they_are() -> None:
+    """Stochastic depth's keep mask (``unscaled``): each element is 0 or its input, kept with probability 1 - p."""
+    from sol.ir.ops.dropout_train import DropoutTrain
+
+    x = np.full((4000, 1, 1, 1), 3.0, np.float32)
+    attrs = {"p": 0.25, "stream": 3, "per_channel": False, "unscaled": True}
+    (y,) = DropoutTrain.reference([x, np.array([5, 1])], attrs)
+    assert set(np.unique(y)) == {0.0, 3.0}
+    assert abs((y != 0).mean() - 0.75) < 0.03
+    np.testing.assert_array_equal(y != 0, keep_mask(x.shape, np.array([5, 1]), attrs))
 
 
 def test_dropout_without_avx2_matches_reference() -> None:

@@ -212,6 +212,71 @@ def test_dropout_is_reproducible_with_correct_statistics_and_gradients() -> None
     assert sol.seed() == 7
 
 
+class StochasticDepthNet(torch.nn.Module):
+    """A residual branch dropped per sample ("row") or for the whole batch ("batch"), as in EfficientNet/ConvNeXt."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        from sol_frontend_torch import zoo
+
+        self.branch = torch.nn.Linear(16, 16)
+        self.drop = zoo.import_torchvision().ops.StochasticDepth(0.3, mode)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.branch(x))
+
+
+@pytest.mark.parametrize("mode", ["row", "batch"])
+def test_stochastic_depth_draws_reproducible_masks_with_correct_gradients(mode: str) -> None:
+    torch.manual_seed(0)
+    model = StochasticDepthNet(mode)
+    x = torch.randn(300, 16)
+    sol_model = sol.optimize(model, sol.input([0, 16])).train()  # the wildcard batch: a mask of [batch, 1]
+
+    def run() -> tuple[torch.Tensor, torch.Tensor]:
+        model.zero_grad()
+        xg = x.clone().requires_grad_(True)
+        out = sol_model(xg)
+        (out * torch.arange(16.0)).sum().backward()
+        return out.detach(), xg.grad
+
+    sol.set_seed(11)
+    steps = [run() for _ in range(6)]
+    sol.set_seed(11)
+    again, grad_again = run()
+    assert torch.equal(steps[0][0], again) and torch.equal(steps[0][1], grad_again)  # set_seed restarts the draws
+    with torch.no_grad():
+        dense = model.branch(x)
+    for out, grad in steps:
+        kept = (out != 0).all(dim=1, keepdim=True)
+        assert torch.equal(kept.expand_as(out), out != 0)  # whole rows are dropped or kept
+        if mode == "batch":
+            assert kept.all() or not kept.any()
+        torch.testing.assert_close(out, dense * kept / 0.7, rtol=1e-5, atol=1e-6)  # kept rows scaled by 1 / (1 - p)
+        xg = x.clone().requires_grad_(True)
+        ((model.branch(xg) * kept / 0.7) * torch.arange(16.0)).sum().backward()
+        torch.testing.assert_close(grad, xg.grad, rtol=1e-4, atol=1e-5)
+    masks = torch.stack([(out != 0).any(dim=1) for out, _ in steps])
+    assert len({tuple(m.tolist()) for m in masks}) > 1  # each step draws anew
+    if mode == "row":
+        assert abs(masks.float().mean().item() - 0.7) < 0.03  # the survival rate over 6 x 300 draws
+    with torch.no_grad():
+        torch.testing.assert_close(sol_model.eval()(x), dense)  # eval mode: the identity
+
+
+def test_stochastic_depth_models_train() -> None:
+    """efficientnet_b0 (and convnext_tiny, slow) capture StochasticDepth's empty + bernoulli_ in training mode."""
+    from sol_frontend_torch import zoo
+
+    torch.manual_seed(0)
+    model = zoo.classifier("efficientnet_b0", num_classes=10, image_size=64).train()
+    x, target = torch.randn(2, 3, 64, 64), torch.tensor([1, 7])
+    sol_model = sol.optimize(model, x).train()
+    torch.nn.functional.cross_entropy(sol_model(x), target).backward()
+    grads = [p.grad for p in model.parameters()]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
 def test_wildcard_batch_training() -> None:
     model, eager, _ = _pair()
     sol_model = sol.optimize(model, sol.input([0, 3, 12, 12])).train()

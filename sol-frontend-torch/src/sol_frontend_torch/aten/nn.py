@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
 from sol.errors import SolUnsupportedError
 from sol.ir import Tensor
 
@@ -252,6 +253,38 @@ def attention(cx: Context, q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | 
         return _attention_with_dropout(cx, q, k, v, attn_mask, dropout_p, is_causal, scale)
     inputs = [q, k, v] + ([attn_mask] if attn_mask is not None else [])
     return cx.one("attention", inputs, {"scale": None if scale is None else float(scale), "is_causal": bool(is_causal)})
+
+
+def _filled(cx: Context, value: float) -> Tensor:
+    """The node's shape and dtype holding ``value`` everywhere: one element broadcast, so a wildcard batch works."""
+    shape = cx.meta_shape()
+    dtype = torch.empty(0, dtype=cx.node.meta["val"].dtype).numpy().dtype
+    element = cx.graph.add_const(cx.where, np.full((1,) * len(shape), value, dtype=dtype))
+    return element if all(s == 1 for s in shape) else cx.one("expand", [element], {"shape": shape})
+
+
+@aten("empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided")
+def empty(cx: Context, *_: Any, **__: Any) -> Tensor:
+    """Memory whose contents are undefined until its reader overwrites it (stochastic depth's ``bernoulli_``)."""
+    return _filled(cx, 0.0)
+
+
+@aten("bernoulli")
+def bernoulli(cx: Context, x: Tensor, p: Any = None, *_: Any, **__: Any) -> Tensor:
+    """``x.bernoulli_(p)`` with a float p: 1 with probability p, else 0 (the keep mask of torchvision's
+    StochasticDepth). The draws are dropout's (SOL's Philox stream, seeded by sol.set_seed), applied to ones
+    without dropout's 1 / (1 - p) scaling; x's own values do not matter."""
+    overload = getattr(cx.node.target, "_overloadname", "")
+    if overload in ("float", "p"):  # bernoulli_(p=0.5) and bernoulli(x, p): a float, 0.5 when left out
+        p = 0.5 if p is None else p
+    if p is None or isinstance(p, Tensor) or overload not in ("float", "p"):
+        raise SolUnsupportedError("bernoulli with a probability per element is not supported; only x.bernoulli_(p) "
+                                  "with a float p (as in stochastic depth) is")
+    if not cx.training:
+        raise SolUnsupportedError("bernoulli while capturing for inference draws a new value every call; call "
+                                  "model.eval() so that the random layers are off, or train the model")
+    attrs = {"p": 1.0 - float(p), "stream": cx.rng_stream(), "per_channel": False, "unscaled": True}
+    return cx.one("dropout_train", [_filled(cx, 1.0), cx.rng_key()], attrs)
 
 
 @aten("embedding")

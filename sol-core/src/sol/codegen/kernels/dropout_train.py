@@ -18,7 +18,7 @@ loops, so the compiler hoists them.
 from __future__ import annotations
 
 from ...ir import Layer
-from ...ir.ops.dropout_train import PHILOX_M, PHILOX_W, threshold
+from ...ir.ops.dropout_train import PHILOX_M, PHILOX_W, scale_factor, threshold
 from .. import cexpr
 from ..nest import Block, Emit, Loop, Node, Stmt, index_vars, nest_in_order
 from .base import KernelContext, ctype_of, kernel, unsupported
@@ -87,8 +87,7 @@ def _threshold(layer: Layer) -> str:
 
 
 def _scale(layer: Layer) -> str:
-    p = float(layer.attrs["p"])
-    return cexpr.literal(0.0 if p >= 1.0 else 1.0 / (1.0 - p), layer.outputs[0].dtype)
+    return cexpr.literal(scale_factor(layer.attrs), layer.outputs[0].dtype)
 
 
 def _masked(layer: Layer, kc: KernelContext, index: list[str], draw: str) -> list[Node]:

@@ -3,7 +3,8 @@
 inputs (x, key): key is an int64[2] tensor (seed, step counter) the
 frontend passes per call; attrs: p, stream (unique per dropout layer of a
 model, so two layers never share a mask), per_channel (Dropout2d/3d: one
-draw per (n, c)). Draw i (the row-major index of an element, or of its
+draw per (n, c)), unscaled (keep x as it is instead of x / (1 - p): the
+draws of ``bernoulli_``, applied to ones, as stochastic depth uses them). Draw i (the row-major index of an element, or of its
 (n, c) plane) is word i % 4 of Philox(counter=(i // 4, step, stream),
 key=seed): one Philox call yields four draws, so generated code computes a
 quarter of the rounds a one-word stream would need. Element i keeps its
@@ -65,13 +66,17 @@ def keep_mask(shape: tuple[int, ...], key: np.ndarray, attrs: dict[str, Any]) ->
     return np.broadcast_to(bits >= np.uint64(threshold(attrs["p"])), shape)
 
 
-def scale(p: float, dtype: str) -> Any:
-    return np.asarray(0.0 if p >= 1.0 else 1.0 / (1.0 - float(p)), dtype=dtype)
+def scale_factor(attrs: dict[str, Any]) -> float:
+    """What a kept element is multiplied with: 1 / (1 - p), or 1 for an unscaled mask."""
+    p = float(attrs["p"])
+    if attrs.get("unscaled", False):
+        return 1.0
+    return 0.0 if p >= 1.0 else 1.0 / (1.0 - p)
 
 
 @op("dropout_train")
 class DropoutTrain:
-    """x * mask / (1 - p) with a reproducible mask: inputs (x, key int64[2]); attrs: p, stream, per_channel."""
+    """x * mask / (1 - p) with a reproducible mask: inputs (x, key int64[2]); attrs: p, stream, per_channel, unscaled."""
 
     @staticmethod
     def infer(inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
@@ -81,7 +86,8 @@ class DropoutTrain:
     def reference(inputs: Sequence[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
         x, key = inputs
         mask = keep_mask(x.shape, key, attrs)
-        return [np.where(mask, x * scale(attrs["p"], str(x.dtype)), np.zeros((), x.dtype)).astype(x.dtype)]
+        kept = x * np.asarray(scale_factor(attrs), dtype=x.dtype)
+        return [np.where(mask, kept, np.zeros((), x.dtype)).astype(x.dtype)]
 
     @staticmethod
     def gradient(layer: Any, grads: list[Tensor | None], b: Any) -> list[Tensor | None]:
