@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 import torch
-from sol_frontend_torch import zoo
+from sol_frontend_torch import gradient_check, zoo
 
 
 def small_model(name: str) -> tuple[torch.nn.Module, torch.Tensor]:
@@ -23,11 +23,7 @@ def small_model(name: str) -> tuple[torch.nn.Module, torch.Tensor]:
 
 def without_dropout(model: torch.nn.Module) -> None:
     """Dropout masks are SOL's own (not PyTorch's), so gradient comparisons switch it off."""
-    for module in model.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
-        if isinstance(module, torch.nn.MultiheadAttention):
-            module.dropout = 0.0
+    gradient_check.without_randomness(model)
 
 
 def eager_reference(model: torch.nn.Module, x: torch.Tensor) -> torch.nn.Module:

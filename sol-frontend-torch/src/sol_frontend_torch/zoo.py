@@ -97,13 +97,16 @@ CLASSIFIERS = tuple(name for name in MODELS if name not in ("mlp", "transformer_
 
 def classifier(name: str, num_classes: int = 10, image_size: int = 224) -> torch.nn.Module:
     """A torchvision classifier of the corpus with ``num_classes`` outputs for images of ``image_size`` pixels
-    (ViTs are built for that size; the convolutional networks take any size they can pool down)."""
+    (ViTs are built for that size; the convolutional networks take any size they can pool down). A head that
+    starts at exactly zero (ViT's) is randomised, or every other gradient would be zero too."""
     if name not in CLASSIFIERS:
         raise KeyError(f"{name!r} is not a classifier of the corpus; choose one of {', '.join(CLASSIFIERS)}")
     overrides: dict[str, Any] = {"num_classes": num_classes}
     if name.startswith("vit_"):
         overrides["image_size"] = image_size
-    return MODELS[name][0](**overrides)
+    model = MODELS[name][0](**overrides)
+    randomize_zero_linears(model)
+    return model
 
 
 #: the models too big for the default (fast) test run
