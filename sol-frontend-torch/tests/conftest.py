@@ -20,7 +20,7 @@ def param_check(request: pytest.FixtureRequest) -> Iterator[str]:
     previous = sol.config[native_reader.READER_KEY.name]
     if request.param == "native":
         # CI has a C++ compiler and torch's headers: the reader must build, load and agree with Python
-        assert native_reader.wait(timeout=300) is not None
+        assert native_reader.ensure() is not None
     sol.config[native_reader.READER_KEY.name] = request.param == "native"
     yield request.param
     sol.config[native_reader.READER_KEY.name] = previous

@@ -63,7 +63,7 @@ class SolModule(torch.nn.Module):
         object.__setattr__(self, "_sol_compiled", compiled)
         object.__setattr__(self, "_sol_output_spec", getattr(compiled, "output_structure", None) or output_spec)
         object.__setattr__(self, "_sol_params", ParamSlots(model, list(compiled.param_names)))
-        native_reader.start()  # the per-call parameter check in C, built in the background (once per torch version)
+        native_reader.ensure()  # the per-call parameter check in C: built here, inside sol.optimize, once per torch version
         #: (example inputs, batch_size) given to sol.optimize: what training variants are captured with
         object.__setattr__(self, "_sol_example", example)
         object.__setattr__(self, "_sol_device", device)

@@ -8,14 +8,17 @@ Clusters"): 80-160 us per call for MobileNetV2's 262 tensors, 4-8% of the
 model's run time. ``native/tensor_reader.cpp`` reads the same values in one
 loop (8 us for those 262).
 
-The helper is compiled against the installed torch's headers (7 s), once per
-torch and Python version, into SOL's artifact cache (`sol.cache`). The build
-runs in a background thread started by the first `sol.optimize`, so no
-compile waits for it; until it is loaded, and wherever it cannot be built
-(no C++ compiler, no torch headers), the check stays in Python. Before it is
-used, its results are compared with Python's own ``_version`` and
-``data_ptr()``; any difference keeps the Python check.
-``sol.config["pytorch::native_reader"] = False`` turns it off.
+The helper is compiled against the installed torch's headers (about 7 s
+on 2 cores), once per torch and Python version, into SOL's artifact cache
+(`sol.cache`): in the foreground, inside the first `sol.optimize` that
+finds it missing, as the "reader" stage of SOL's progress line. Nothing
+is compiled later, while the model runs (a build in a background thread
+took one of two cores for 15 s and halved a fresh install's speed). Where
+it cannot be built (no C++ compiler, no torch headers) the check stays in
+Python and one warning says why. Before it is used, its results are
+compared with Python's own ``_version`` and ``data_ptr()``; any difference
+keeps the Python check. ``sol.config["pytorch::native_reader"] = False``
+turns it off.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from pathlib import Path
 import sol
 import torch
 from sol import log
+from sol.debug import progress
 
 from .settings import READER_KEY
 
@@ -47,53 +51,38 @@ LIBRARY_NAME = "tensor_reader.so"
 Reader = Callable[[list[torch.Tensor], int, int], int]
 
 _lock = threading.Lock()
-_thread: threading.Thread | None = None
-#: the verified reader once the background build has loaded it; None before and after a failure
+#: whether this process has tried to load the helper (it tries once; a failure is reported once)
+_tried = False
+#: the verified reader once loaded; None before and after a failure
 _reader: Reader | None = None
 
 
-def start() -> None:
-    """Build and load the helper in a background thread, once per process (no-op when turned off)."""
-    global _thread
+def ensure() -> Reader | None:
+    """Load the helper (building it first if the cache lacks it), once per process; None where it cannot be.
+
+    Called by `sol.optimize`: the build belongs to the compile, never to a model's calls.
+    """
+    global _tried, _reader
     if not sol.config[READER_KEY.name]:
-        return
+        return None
     with _lock:
-        if _thread is None:
-            # not a daemon: Python would stop a daemon thread at exit wherever it is, and stopped inside torch's C++
-            # code it aborts the process ("terminate called without an active exception"); this one is joined
-            # instead, after it has given up any compile still running (_compile)
-            _thread = threading.Thread(target=_load_quietly, name="sol-native-reader", daemon=False)
-            _thread.start()
+        if not _tried:
+            _tried = True
+            try:
+                reader = _load()
+                _verify(reader)
+            except Exception as exc:  # any failure keeps the Python check, which is always correct
+                _log.warning("parameter checks stay in Python (%s per call for MobileNetV2): %s", "80-160 us",
+                             str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+            else:
+                _reader = reader
+    return loaded()
 
 
 def loaded() -> Reader | None:
     """The helper when it is loaded, verified and turned on; None otherwise (the caller checks in Python)."""
     reader = _reader
-    if reader is None:
-        if _thread is None:  # turned on after the first sol.optimize: build it now
-            start()
-        return None
-    return reader if sol.config[READER_KEY.name] else None
-
-
-def wait(timeout: float | None = None) -> Reader | None:
-    """Start the build if needed and wait for it (tests, and callers that want the helper right away)."""
-    start()
-    thread = _thread
-    if thread is not None:
-        thread.join(timeout)
-    return loaded()
-
-
-def _load_quietly() -> None:
-    global _reader
-    try:
-        reader = _load()
-        _verify(reader)
-    except Exception as exc:  # any failure keeps the Python check, which is always correct
-        _log.info("parameter checks stay in Python: %s", exc)
-        return
-    _reader = reader
+    return reader if reader is not None and sol.config[READER_KEY.name] else None
 
 
 def _load() -> Reader:
@@ -114,9 +103,11 @@ def _load() -> Reader:
 
     def build(directory: Path) -> dict[str, str]:
         library = directory / LIBRARY_NAME
-        returncode, output = _compile([*command, str(SOURCE), "-o", str(library), *link])
-        if returncode != 0:
-            raise RuntimeError(f"compiling {SOURCE.name} failed:\n{output[-2000:]}")
+        progress.stage("reader")
+        result = subprocess.run([*command, str(SOURCE), "-o", str(library), *link], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"compiling {SOURCE.name} failed:\n{result.stdout[-2000:]}")
         return {"torch": torch.__version__}
 
     entry = sol.cache.get_or_build(key, build)
@@ -125,21 +116,6 @@ def _load() -> Reader:
     function.restype = ctypes.c_long
     function.argtypes = [ctypes.py_object, ctypes.c_void_p, ctypes.c_void_p]
     return function
-
-
-def _compile(argv: list[str]) -> tuple[int, str]:
-    """(exit status, output) of the compiler; stops it when the main thread has finished, so a process that
-    ends before the 7 s build is done exits at once instead of waiting for a helper it will never use."""
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process:
-        while True:
-            try:
-                output, _ = process.communicate(timeout=0.1)
-                return process.returncode, output
-            except subprocess.TimeoutExpired:
-                if not threading.main_thread().is_alive():
-                    process.kill()
-                    process.communicate()
-                    raise sol.cache.BuildCancelled("the process ended before the build") from None
 
 
 def _verify(reader: Reader) -> None:
