@@ -36,7 +36,6 @@ from collections.abc import Callable
 import sol.pytorch as sol
 import torch
 from bench import median_iqr  # this directory is on sys.path when ab.py runs as a script
-from sol_frontend_torch import native_reader
 from sol_frontend_torch.zoo import MODELS, build
 
 
@@ -95,7 +94,6 @@ def compare(name: str, key: str, rounds: int, calls: int, batch: int) -> dict[st
             if share == 0:
                 continue
             compiled = _compile(model, x, key, order)
-            native_reader.wait()  # SOL's background build of its parameter reader is done before anything is timed
             y_on, y_off = compiled[True](x), compiled[False](x)
             for _ in range(3):  # warm-up: first-call allocations, thread start-up
                 compiled[True](x), compiled[False](x)
