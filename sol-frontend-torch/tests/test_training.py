@@ -264,17 +264,22 @@ def test_stochastic_depth_draws_reproducible_masks_with_correct_gradients(mode: 
         torch.testing.assert_close(sol_model.eval()(x), dense)  # eval mode: the identity
 
 
-def test_stochastic_depth_models_train() -> None:
-    """efficientnet_b0 (and convnext_tiny, slow) capture StochasticDepth's empty + bernoulli_ in training mode."""
+@pytest.mark.parametrize("name", ["efficientnet_b0", pytest.param("convnext_tiny", marks=pytest.mark.slow)])
+def test_stochastic_depth_models_train(name: str) -> None:
+    """The zoo's models with StochasticDepth capture its empty + bernoulli_ in training mode and train."""
     from sol_frontend_torch import zoo
 
     torch.manual_seed(0)
-    model = zoo.classifier("efficientnet_b0", num_classes=10, image_size=64).train()
+    model = zoo.classifier(name, num_classes=10, image_size=64).train()
     x, target = torch.randn(2, 3, 64, 64), torch.tensor([1, 7])
     sol_model = sol.optimize(model, x).train()
     torch.nn.functional.cross_entropy(sol_model(x), target).backward()
     grads = [p.grad for p in model.parameters()]
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
+    masks = [layer for layer in sol_model._sol_variants[True].graph.layers
+             if layer.op == "dropout_train" and layer.attrs.get("unscaled")]
+    depth = [m for m in model.modules() if type(m).__name__ == "StochasticDepth"]
+    assert 0 < len(masks) <= len(depth)  # the StochasticDepths on residual paths draw their masks in the compiled step
 
 
 def test_wildcard_batch_training() -> None:
