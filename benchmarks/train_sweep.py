@@ -17,11 +17,7 @@ import sys
 import time
 
 import sol.pytorch as sol
-import torch
 from sol_frontend_torch import gradient_check, zoo
-
-#: inception_v3 needs at least 75 pixels
-MIN_SIZE = {"inception_v3": 80}
 
 
 def parse_sizes(text: str) -> list[tuple[int, int]]:
@@ -31,13 +27,6 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
         size, _, batch = item.partition(":")
         pairs.append((int(size), int(batch or 8)))
     return pairs
-
-
-def case(name: str, size: int, batch: int, seed: int) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
-    size = max(size, MIN_SIZE.get(name, size))
-    torch.manual_seed(seed)
-    model = zoo.classifier(name, num_classes=10, image_size=size)
-    return model, torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     reports = []
     for name in names:
         for size, batch in parse_sizes(args.sizes):
-            model, x, target = case(name, size, batch, args.seed)
+            model, x, target = gradient_check.classifier_case(name, size, batch, args.seed)
             label = f"{name} {x.shape[-1]}px b{batch}"
             start = time.perf_counter()
             try:
@@ -60,8 +49,7 @@ def main(argv: list[str] | None = None) -> int:
                                               sol.optimize if args.float64 else None)
             except Exception as error:  # a model that cannot train is a row of the table, not the end of the sweep
                 print(f"{label}: FAILED {type(error).__name__}: {str(error).splitlines()[0][:300]}", flush=True)
-                report = gradient_check.GradientReport(label, gradient_check.GradientError(float("nan"), type(error).__name__),
-                                                       gradient_check.GradientError(0.0, ""), gradient_check.GradientError(0.0, ""))
+                report = gradient_check.GradientReport.failed(label, error)
             else:
                 print(f"{label}: SOL {report.sol}, eager {report.eager}, channels-last {report.eager_channels_last} "
                       f"({time.perf_counter() - start:.0f} s)", flush=True)

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-FIRST_RUN = Path(__file__).resolve().parents[2] / "benchmarks" / "first_run.py"
+from . import _benchmark_scripts
+
+FIRST_RUN = _benchmark_scripts.BENCHMARKS / "first_run.py"
 
 pytestmark = [pytest.mark.skipif(not FIRST_RUN.is_file(), reason="benchmarks/first_run.py is not in this checkout"),
               pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="watching compilers needs /proc")]
@@ -29,11 +31,7 @@ def test_no_compiler_runs_while_a_fresh_install_times_its_model() -> None:
 
 
 def test_the_watch_sees_a_compiler_started_by_this_process(tmp_path: Path) -> None:
-    sys.path.insert(0, str(FIRST_RUN.parent))
-    try:
-        import first_run
-    finally:
-        sys.path.remove(str(FIRST_RUN.parent))
+    first_run = _benchmark_scripts.load("first_run")
     source = tmp_path / "busy.cpp"
     source.write_text('#include <regex>\nbool match(const char* s) { return std::regex_match(s, std::regex("a+b")); }\n')
     with first_run.CompilerWatch(interval=0.01) as watch:  # <regex> at -O2: a second or more of cc1plus

@@ -5,7 +5,6 @@ Structure and arithmetic only: the machine's peak and bandwidth are measured by 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,6 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from . import _benchmark_scripts
+
 ROOFLINE = Path(__file__).resolve().parents[2] / "benchmarks" / "roofline.py"
 
 pytestmark = pytest.mark.skipif(not ROOFLINE.is_file(), reason="benchmarks/roofline.py is not in this checkout")
@@ -22,10 +23,7 @@ pytestmark = pytest.mark.skipif(not ROOFLINE.is_file(), reason="benchmarks/roofl
 
 @pytest.fixture(scope="module")
 def roofline():
-    spec = importlib.util.spec_from_file_location("roofline", ROOFLINE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _benchmark_scripts.load("roofline")
 
 
 def test_flops_and_weights_per_module(roofline):

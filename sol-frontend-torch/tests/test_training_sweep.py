@@ -13,15 +13,14 @@ The fast part runs in CI; `benchmarks/train_sweep.py` prints the same sweep as a
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import sol
 import torch
 from sol_frontend_torch import gradient_check, zoo
 
-SWEEP = Path(__file__).resolve().parents[2] / "benchmarks" / "train_sweep.py"
+from . import _benchmark_scripts
+
+SWEEP = _benchmark_scripts.BENCHMARKS / "train_sweep.py"
 
 FAST = ["resnet18", "squeezenet1_1", "mobilenet_v3_small", "shufflenet_v2_x1_0", "mnasnet1_0"]
 SLOW = [name for name in zoo.CLASSIFIERS if name not in FAST]
@@ -30,14 +29,8 @@ SIZES = [(64, 8), (96, 4)]
 FLOAT64_TOLERANCE = 1e-9
 
 
-def _case(name: str, size: int, batch: int) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
-    size = max(size, 80) if name == "inception_v3" else size  # inception needs 75 px
-    torch.manual_seed(0)
-    return zoo.classifier(name, 10, size), torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,))
-
-
 def _check(name: str, size: int, batch: int) -> None:
-    model, x, target = _case(name, size, batch)
+    model, x, target = gradient_check.classifier_case(name, size, batch)
     report = gradient_check.check(f"{name} {size}px b{batch}", model, x, target, sol.optimize, sol.optimize)
     assert report.sol_float64 is not None and report.sol_float64.error <= FLOAT64_TOLERANCE, report
     assert report.within(3.0), gradient_check.table([report])
@@ -83,7 +76,7 @@ def test_a_wrong_gradient_is_caught() -> None:
         first.register_hook(lambda g: g * 1.01)
         return optimized
 
-    model, x, target = _case("resnet18", 64, 8)
+    model, x, target = gradient_check.classifier_case("resnet18", 64, 8)
     report = gradient_check.check("resnet18", model, x, target, skewed, skewed)
     assert report.sol_float64 is not None and report.sol_float64.error > FLOAT64_TOLERANCE
     assert not report.within(3.0)
@@ -91,12 +84,7 @@ def test_a_wrong_gradient_is_caught() -> None:
 
 @pytest.mark.skipif(not SWEEP.is_file(), reason="benchmarks/train_sweep.py is not in this checkout")
 def test_sweep_script_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
-    sys.path.insert(0, str(SWEEP.parent))
-    try:
-        import train_sweep
-    finally:
-        sys.path.remove(str(SWEEP.parent))
-    assert train_sweep.main(["--models", "squeezenet1_1", "--sizes", "64:2"]) == 0
+    assert _benchmark_scripts.load("train_sweep").main(["--models", "squeezenet1_1", "--sizes", "64:2"]) == 0
     out = capsys.readouterr().out
     assert "| squeezenet1_1 64px b2 |" in out and "1 of 1 within 3x" in out
 

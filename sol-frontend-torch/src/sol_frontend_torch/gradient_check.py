@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from . import zoo
+
 #: parameters whose exact gradient is below this share of the model's largest are not compared (their
 #: relative error is dominated by the rounding of much larger terms)
 SMALL_GRADIENT = 1e-3
@@ -60,6 +62,12 @@ class GradientReport:
     def within(self, factor: float = 3.0) -> bool:
         return self.sol.error <= factor * self.yardstick
 
+    @classmethod
+    def failed(cls, model: str, error: Exception) -> GradientReport:
+        """The row of a model SOL could not train: its error is NaN, which is never within any factor."""
+        nothing = GradientError(0.0, "")
+        return cls(model, GradientError(float("nan"), type(error).__name__), nothing, nothing)
+
 
 def without_randomness(model: torch.nn.Module) -> torch.nn.Module:
     """Dropout and stochastic depth off: their masks are SOL's own draws, not PyTorch's, so exact comparisons
@@ -88,6 +96,19 @@ def float64_reference(model: torch.nn.Module) -> torch.nn.Module:
             if isinstance(child, torch.nn.Hardsigmoid):
                 setattr(module, name, ExactHardsigmoid())
     return exact
+
+
+#: the smallest image each classifier takes (inception_v3 pools a 75 px image down to 1x1)
+MIN_IMAGE_SIZE = {"inception_v3": 80}
+
+
+def classifier_case(name: str, size: int, batch: int, seed: int = 0) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    """A zoo classifier with 10 classes (seeded), random images of ``size`` pixels (at least the model's
+    `MIN_IMAGE_SIZE`) and random targets: one case of the training sweep."""
+    size = max(size, MIN_IMAGE_SIZE.get(name, size))
+    torch.manual_seed(seed)
+    model = zoo.classifier(name, num_classes=10, image_size=size)
+    return model, torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,))
 
 
 def one_step(model: torch.nn.Module, x: torch.Tensor, target: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -124,12 +145,12 @@ def check(name: str, model: torch.nn.Module, x: torch.Tensor, target: torch.Tens
     channels_last = x.to(memory_format=torch.channels_last) if x.dim() == 4 else x
     eager_cl = one_step(copy.deepcopy(model).to(memory_format=torch.channels_last), channels_last, target)
     sol_model = optimize(copy.deepcopy(model), x).train()
-    report = GradientReport(name, worst(one_step(sol_model, x, target), exact), worst(eager, exact), worst(eager_cl, exact))
+    sol_float64 = None
     if optimize_float64 is not None:
         sol64 = optimize_float64(copy.deepcopy(model).double(), x.double()).train()
-        report = GradientReport(name, report.sol, report.eager, report.eager_channels_last,
-                                worst(one_step(sol64, x.double(), target), exact))
-    return report
+        sol_float64 = worst(one_step(sol64, x.double(), target), exact)
+    return GradientReport(name, worst(one_step(sol_model, x, target), exact), worst(eager, exact), worst(eager_cl, exact),
+                          sol_float64)
 
 
 def table(reports: Iterable[GradientReport], factor: float = 3.0) -> str:

@@ -72,8 +72,8 @@ def ensure() -> Reader | None:
                 reader = _load()
                 _verify(reader)
             except Exception as exc:  # any failure keeps the Python check, which is always correct
-                _log.warning("parameter checks stay in Python (%s per call for MobileNetV2): %s", "80-160 us",
-                             str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+                reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                _log.warning("parameter checks stay in Python (80-160 us per call for MobileNetV2): %s", reason)
             else:
                 _reader = reader
     return loaded()

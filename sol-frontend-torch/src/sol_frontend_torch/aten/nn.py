@@ -274,16 +274,14 @@ def bernoulli(cx: Context, x: Tensor, p: Any = None, *_: Any, **__: Any) -> Tens
     """``x.bernoulli_(p)`` with a float p: 1 with probability p, else 0 (the keep mask of torchvision's
     StochasticDepth). The draws are dropout's (SOL's Philox stream, seeded by sol.set_seed), applied to ones
     without dropout's 1 / (1 - p) scaling; x's own values do not matter."""
-    overload = getattr(cx.node.target, "_overloadname", "")
-    if overload in ("float", "p"):  # bernoulli_(p=0.5) and bernoulli(x, p): a float, 0.5 when left out
-        p = 0.5 if p is None else p
-    if p is None or isinstance(p, Tensor) or overload not in ("float", "p"):
+    # bernoulli_(p=0.5) and bernoulli(x, p) take a float (0.5 when left out); the other overloads a tensor of them
+    if getattr(cx.node.target, "_overloadname", "") not in ("float", "p") or isinstance(p, Tensor):
         raise SolUnsupportedError("bernoulli with a probability per element is not supported; only x.bernoulli_(p) "
                                   "with a float p (as in stochastic depth) is")
     if not cx.training:
         raise SolUnsupportedError("bernoulli while capturing for inference draws a new value every call; call "
                                   "model.eval() so that the random layers are off, or train the model")
-    attrs = {"p": 1.0 - float(p), "stream": cx.rng_stream(), "per_channel": False, "unscaled": True}
+    attrs = {"p": 1.0 - (0.5 if p is None else float(p)), "stream": cx.rng_stream(), "per_channel": False, "unscaled": True}
     return cx.one("dropout_train", [_filled(cx, 1.0), cx.rng_key()], attrs)
 
 
