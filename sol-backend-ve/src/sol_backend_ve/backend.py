@@ -6,6 +6,7 @@ import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from sol.records import Backend, Device, ProbeResult
 
@@ -55,3 +56,9 @@ class VeBackend(Backend):
             # upstream LLVM's VE target, an alternative to nc++ for generated code
             "clang-14": compiler_version(shutil.which("clang-14")),
         }
+
+    def flavour(self) -> Any:
+        """The VE flavour (`sol_backend_ve.flavour.VeFlavour`): nc++, or g++ for the emulated VE."""
+        from .flavour import VeFlavour  # lazy: the plugin's import stays cheap
+
+        return VeFlavour()
