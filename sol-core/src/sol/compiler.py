@@ -26,6 +26,7 @@ from .errors import SolDeviceError, SolError
 from .ir import Graph
 from .records import Device, Frontend
 from .runtime import CompiledModel
+from .runtime.offload import OffloadedModel, device_runtime
 
 _log = log.get("compiler")
 
@@ -61,6 +62,20 @@ def flavour_for(device: Device | str | None) -> tuple[Flavour, int]:
         return CpuFlavour(dtype), dindex
     raise SolDeviceError(f"no code generation flavour for device type {dtype!r}; "
                          f"install its backend package (sol-backend-{dtype}) or use one of {', '.join(HOST_TYPES)}")
+
+
+def _resolve_device(device: Device | str | None) -> Device | None:
+    """The Device record a model is compiled for (None: no backend sees any device; the host flavour is used)."""
+    from .devices import default_device, get_device
+
+    if isinstance(device, Device):
+        return device
+    if isinstance(device, str):
+        kind, _, index = device.partition(":")
+        if kind in HOST_TYPES:  # host code needs no device record (arm64 code is built and tested without one)
+            return None
+        return get_device(kind, int(index or 0))
+    return default_device()
 
 
 def model_prefix(graph: Graph) -> str:
@@ -132,12 +147,18 @@ def _compile_graph(graph: Graph, device: Device | str | None, passes: bool) -> C
             "derived_bytes": the_plan.memory.derived_bytes,
             "clusters": [c.title() for c in the_plan.programs.main if not c.alias],
             "output_layouts": _free_output_layouts(graph, the_plan),
+            "profiled": _profiling(),
         }
 
     entry = cache.get_or_build(key, build_into)
     library = entry.file(SOURCE_NAME + flavour.library_suffix)
     _log.debug("model %s: %s", graph.name, entry.metadata.get("plan", ""))
-    compiled = CompiledModel(graph, library, prefix, device=index)
+    target = _resolve_device(device)
+    runtime = device_runtime(target) if target is not None else None
+    if runtime is not None and target is not None:  # a device with its own memory: offloaded (sol.runtime.offload)
+        compiled: CompiledModel = OffloadedModel(graph, library, prefix, runtime, target, metadata=dict(entry.metadata))
+    else:
+        compiled = CompiledModel(graph, library, prefix, device=index)
     compiled.source_path = entry.file(SOURCE_NAME + flavour.source_suffix)  # type: ignore[attr-defined]
     compiled.metadata = dict(entry.metadata)  # type: ignore[attr-defined]
     if debug_artifacts.wanted():

@@ -124,6 +124,17 @@ class Backend:
         """
         return None
 
+    def runtime(self, device: Device) -> DeviceRuntime | None:
+        """The `DeviceRuntime` of ``device``, for a device with its own memory; None (the default) for host devices.
+
+        sol-core asks once per device and process, when the first model is
+        compiled for it, and runs every model of that device through it
+        (`sol.runtime.OffloadedModel`): parameters copied once, inputs and
+        outputs per call. Raise a `sol.errors.SolDeviceError` naming the
+        device when it cannot be opened.
+        """
+        return None
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} backend {self.name!r}>"
 
@@ -251,6 +262,121 @@ class DeployTarget:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} deploy target {self.device_type!r}>"
+
+
+# -- devices with their own memory ------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class DevicePointer:
+    """A launch argument: device memory, as the handle `DeviceRuntime.alloc` returned (plus a byte offset)."""
+
+    handle: int
+    offset: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class HostBuffer:
+    """A launch argument: host bytes the runtime places in device memory for the launch and passes by address.
+
+    It is how pointer tables (the addresses of a model's inputs, parameters
+    and outputs) travel with the launch itself instead of as separate
+    copies: VEDA's stack arguments, a CUDA kernel's parameter buffer.
+    ``copy_back``: the device's writes are copied back into ``data`` when the
+    launch completes (e.g. profile counters).
+    """
+
+    data: Any  # a writable ctypes array or bytearray
+    copy_back: bool = False
+
+
+#: what a launch takes: device memory, a 64-bit integer, or host bytes passed by address
+LaunchArg = DevicePointer | int | HostBuffer
+
+
+@dataclasses.dataclass(frozen=True)
+class Copy:
+    """One transfer of ``nbytes`` between host address ``host`` and device memory ``device``."""
+
+    device: DevicePointer
+    host: int
+    nbytes: int
+
+
+class Launch:
+    """A launch in flight: ``result()`` waits for it and returns what the launched function returned."""
+
+    def result(self) -> int:
+        raise NotImplementedError
+
+
+class DeviceAllocator:
+    """Device memory for workspace and model buffers. A `DeviceRuntime` is one; a frontend may hand in its own
+    (PyTorch's caching allocator for its device tensors) so SOL's buffers come from the framework's pool."""
+
+    def alloc(self, nbytes: int) -> int:
+        """A handle of ``nbytes`` of device memory (64-byte aligned); raises SolDeviceError when out of memory."""
+        raise NotImplementedError
+
+    def free(self, handle: int) -> None:
+        raise NotImplementedError
+
+
+class DeviceRuntime(DeviceAllocator):
+    """The one contract of a device with its own memory (VE, CUDA, a third party's accelerator).
+
+    A backend returns one per device from `Backend.runtime`; sol-core does
+    the rest (`sol.runtime.OffloadedModel`: device copies of parameters,
+    workspace, per-call copies of inputs and outputs, one launch per call).
+    Everything is asynchronous on a queue: ``queue=None`` is the runtime's own
+    default queue; a frontend may pass a queue it owns (a framework stream),
+    and device handles it owns (its tensors' memory). Every error is a
+    `sol.errors.SolDeviceError` naming the device and the call.
+
+    ``main_loop``: where a model's Clusters are sequenced. "device": the
+    whole forward is one function launched on the device (the VE: one launch
+    per call against the offload latency); "host": a host library launches
+    one kernel per Cluster (CUDA).
+    """
+
+    #: the device this runtime drives, e.g. "ve:0" (every error message names it)
+    device: str = ""
+    main_loop: ClassVar[str] = "device"
+
+    # -- copies (asynchronous: the host memory must stay valid until synchronize) ---------------------
+    def copy_to_device(self, copies: list[Copy], queue: Any = None) -> None:
+        """Host -> device. A runtime may group adjacent small copies into one transfer."""
+        raise NotImplementedError
+
+    def copy_to_host(self, copies: list[Copy], queue: Any = None) -> None:
+        """Device -> host; the host bytes are written by the time ``synchronize(queue)`` returns."""
+        raise NotImplementedError
+
+    def copy_on_device(self, dst: DevicePointer, src: DevicePointer, nbytes: int, queue: Any = None) -> None:
+        raise NotImplementedError
+
+    def address(self, pointer: DevicePointer) -> int:
+        """The address device code dereferences for ``pointer`` (what pointer tables hold)."""
+        raise NotImplementedError
+
+    # -- code -----------------------------------------------------------------------------------------
+    def load(self, artifact: Path) -> Any:
+        """Load a built module (a file the backend's flavour produced); returns the runtime's module handle."""
+        raise NotImplementedError
+
+    def function(self, module: Any, name: str) -> Any:
+        """A launchable function of a loaded module."""
+        raise NotImplementedError
+
+    def launch(self, function: Any, args: list[LaunchArg], queue: Any = None) -> Launch:
+        """Start ``function(*args)`` on the device; asynchronous."""
+        raise NotImplementedError
+
+    def synchronize(self, queue: Any = None) -> None:
+        """Wait until everything issued on ``queue`` has completed; raises the first error it reported."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} runtime of {self.device}>"
 
 
 @dataclasses.dataclass

@@ -49,18 +49,16 @@ class CompiledModel:
     def __init__(self, graph: Graph, library_path: Path, prefix: str, outputs: list[Tensor] | None = None,
                  device: int = 0) -> None:
         self.graph = graph
-        self.library = ModelLibrary(library_path, prefix)
+        self.device_index = device
         self.param_names: list[str] = list(graph.params)
         self.input_specs = [TensorSpec(t.name, t.shape, t.dtype) for t in graph.inputs]
         self.output_specs = [TensorSpec(t.name, t.shape, t.dtype) for t in (outputs or graph.outputs)]
         self._lock = threading.Lock()
-        if self.library.init(device) != 0:
-            raise SolInputError(f"initialising model {graph.name!r} on device {device} failed")
-        self._derived, self._derived_ptr = _aligned(int(self.library.derived_size()))
-        self._workspace: np.ndarray | None = None
+        self._workspace: object = None
         self._workspace_ptr = 0
         self._workspace_bytes = -1
         self._workspace_batch = -1  # the batch the workspace was last checked for
+        self._open(library_path, prefix, device)
         # Per-call work is cached: the concrete input/output shapes per batch (sympy is slow: ~100 us a
         # substitution; solve_batch caches the other direction), and nothing at all for a static graph.
         #: no input dim depends on the batch (batch_of is then always 1)
@@ -74,6 +72,13 @@ class CompiledModel:
         self.prepared = False
         #: called with this model after every forward (debug mode prints its per-Cluster times from here)
         self.run_listeners: list[Callable[[CompiledModel], None]] = []
+
+    def _open(self, library_path: Path, prefix: str, device: int) -> None:
+        """Load the artifact and initialise it: here a host library, called in this process."""
+        self.library = ModelLibrary(library_path, prefix)
+        if self.library.init(device) != 0:
+            raise SolInputError(f"initialising model {self.graph.name!r} on device {device} failed")
+        self._derived, self._derived_ptr = _aligned(int(self.library.derived_size()))
 
     @property
     def library_path(self) -> Path:
@@ -150,14 +155,19 @@ class CompiledModel:
             raise SolInputError(f"batch must be a positive int, got {batch!r}")
         if not self.prepared:
             raise SolInputError(f"model {self.graph.name!r}: call prepare() before run() with a pointer array")
-        with self._lock:
-            workspace = self._workspace_ptr if batch == self._workspace_batch else self._grow_workspace(batch)
-            status = self.library.forward(self._derived_ptr, self._input_array(*input_ptrs), params,
-                                          self._output_array(*output_ptrs), workspace, batch)
+        status = self._execute(input_ptrs, params, output_ptrs, batch)
         if status:
             self._raise_status(status)
         for listener in self.run_listeners:
             listener(self)
+
+    def _execute(self, input_ptrs: list[int], params: ctypes.Array[ctypes.c_void_p], output_ptrs: list[int],
+                 batch: int) -> int:
+        """The forward itself, on checked arguments; returns the generated code's status."""
+        with self._lock:
+            workspace = self._workspace_ptr if batch == self._workspace_batch else self._grow_workspace(batch)
+            return self.library.forward(self._derived_ptr, self._input_array(*input_ptrs), params,
+                                        self._output_array(*output_ptrs), workspace, batch)
 
     def run_numpy(self, inputs: list[np.ndarray], params: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Convenience for tests and tools: numpy in, numpy out (prepares every call)."""
