@@ -140,7 +140,7 @@ void mark_lost(std::string why) {
         }
     }
     g.lost = true;
-    g.lost_detail = why + "; the device is lost, restart the process (vedaExit + vedaInit)";
+    g.lost_detail = why + "; the device is lost";
     g.pending = 0;
     g.queue.clear();
 }
