@@ -104,6 +104,11 @@ def deploy(model: Any, *inputs: Any, target: str = "lib::shared", lib_name: str 
     deploy_target = target_for(device_type)
     _check_host(settings["host_device"], device_type)
     opts = _options(deploy_target, options or {})
+    # A target may build only some kinds with the toolchain at hand (the VE's clang builds objects, not
+    # shared libraries): it says so before anything is generated.
+    check_kind = getattr(deploy_target, "check_kind", None)
+    if check_kind is not None:
+        check_kind(kind, opts)
     lib, func = _lib_name(settings["lib_name"]), _func_name(settings["func_name"])
     out_dir = Path(settings["path"]).expanduser().resolve()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .nest import Block, Loop, Node
 
@@ -70,6 +70,23 @@ class Flavour(abc.ABC):
     def exported(self) -> str:
         """The declaration prefix of an exported entry point."""
         return f'extern "C" __attribute__((visibility("{self.visibility}")))'
+
+    def profile_clock_declarations(self) -> str:
+        """What ``sol_profile_clock`` (compiler::profile) needs: ``clock_gettime``, ``CLOCK_MONOTONIC``, timespec.
+
+        A flavour whose code includes no system headers (the VE) declares them itself.
+        """
+        return "#include <time.h>"
+
+    def deploy_wrapper(self, **context: Any) -> str:
+        """The source of a ``sol.deploy`` library: the model's code (``model_source``) plus the C API.
+
+        ``context`` holds the variables of ``deploy_library.j2``; a flavour that cannot use its libc calls
+        (files, pthreads) renders its own wrapper.
+        """
+        from .templates import render
+
+        return render("deploy_library.j2", **context)
 
     # -- mapping the loop-nest model --------------------------------------
     def annotate(self, nodes: Sequence[Node]) -> None:

@@ -159,8 +159,8 @@ def sources(graph: Graph, the_plan: Plan, flavour: Flavour, *, lib_name: str, fu
         flags=flags, weights_doc=weights_doc, guard=c_guard(lib_name),
         uses_bool=any(t.ctype == "bool" for t in (*inputs, *outputs)),
     )
-    source = render(
-        "deploy_library.j2", **common, model_source=model_source, impl=impl, params=weights.params,
+    source = flavour.deploy_wrapper(
+        **common, model_source=model_source, impl=impl, params=weights.params,
         weights_bytes=len(weights.blob), embedded=weights_file is None,
         blob_file=str(blob_path.resolve()).replace("\\", "\\\\").replace('"', '\\"'),
         blob_symbol=f"{impl}_weights_blob", weights_env=weights_env, weights_file=weights_file or "",
