@@ -22,60 +22,15 @@ from sol.ir import Graph  # noqa: E402
 from sol.ir.interpret import run_reference  # noqa: E402
 from sol.records import Copy, DevicePointer  # noqa: E402
 from sol.runtime import OffloadedModel  # noqa: E402
-from sol.runtime.offload import forget_runtimes  # noqa: E402
-from sol.testing.loopback import LoopbackRuntime  # noqa: E402
-from sol.testing.plugins import FakeEntryPoint, isolated_registry, make_module  # noqa: E402
+from sol.testing.loopback import LoopbackRuntime, loopback_device  # noqa: E402
 
 __all__ = ["private_cache"]
 pytestmark = pytest.mark.usefixtures("private_cache")
 
-PLUGIN = '''
-import sol
-from sol.records import Backend, Device, ProbeResult
-from sol.testing.loopback import LoopbackRuntime
-
-RUNTIMES = []
-
-
-class LoopBackend(Backend):
-    name = "loop"
-    description = "the host behind the device-runtime contract (tests)"
-
-    def probe(self):
-        return ProbeResult(devices=(Device("loop", 0, "Loopback device", "loop", {}),))
-
-    def flavour(self):
-        from sol.codegen import CpuFlavour
-
-        return CpuFlavour("loop")
-
-    def runtime(self, device):
-        RUNTIMES.append(LoopbackRuntime(device.id))
-        return RUNTIMES[-1]
-
-
-@sol.hookimpl
-def sol_backends():
-    return [LoopBackend()]
-'''
-
-
-@pytest.fixture(scope="module")
-def plugin():
-    return make_module("sol_test_offload_plugin", PLUGIN)
-
-
 @pytest.fixture
-def loop(plugin):
-    from sol.devices import forget
-
-    forget_runtimes()
-    forget()
-    plugin.RUNTIMES.clear()
-    with isolated_registry([FakeEntryPoint("loop", plugin, distribution="sol-backend-loop")]):
-        yield plugin
-    forget_runtimes()
-    forget()
+def loop():
+    with loopback_device() as backend:
+        yield backend
 
 
 def _graph() -> tuple[Graph, dict[str, np.ndarray]]:
@@ -99,7 +54,7 @@ def test_a_backend_with_a_runtime_gets_offloaded_models_that_match_the_reference
     graph, params = _graph()
     model = compile_graph(graph, "loop:0")
     assert isinstance(model, OffloadedModel)
-    runtime = loop.RUNTIMES[0]
+    runtime = loop.runtimes[0]
     for batch in (2, 5):
         x = np.random.default_rng(batch).standard_normal((batch, 3, 8, 8)).astype(np.float32)
         (got,) = model.run_numpy([x], params)
@@ -144,7 +99,7 @@ def test_device_errors_name_the_device(loop) -> None:
 def test_run_on_device_uses_the_callers_memory_without_copies(loop) -> None:
     graph, params = _graph()
     model = compile_graph(graph, "loop:0")
-    runtime = loop.RUNTIMES[0]
+    runtime = loop.runtimes[0]
     model.prepare([np.ascontiguousarray(params[n]).ctypes.data for n in model.param_names])
     x = np.random.default_rng(3).standard_normal((2, 3, 8, 8)).astype(np.float32)
     out = np.empty(model.output_shapes(2)[0], np.float32)

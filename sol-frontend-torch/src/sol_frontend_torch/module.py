@@ -50,6 +50,11 @@ def _expected(shape: Sequence[Size], dtype: torch.dtype) -> str:
     return f"a {str(dtype).removeprefix('torch.')} tensor of shape {_describe(shape)}"
 
 
+def _specialised(value: Any) -> bool:
+    """Whether an example input is compiled into the graph instead of being an input of it (None, a Python scalar)."""
+    return value is None or isinstance(value, (bool, int, float))
+
+
 class SolModule(torch.nn.Module):
     def __init__(self, model: torch.nn.Module, compiled: Any, output_spec: Any = None,
                  example: tuple[tuple[Any, ...], int | None] | None = None, device: Any = None) -> None:
@@ -89,8 +94,7 @@ class SolModule(torch.nn.Module):
                 raise SolInputError(f"input {index}: expected {_expected(shape, dtype)}, "
                                     f"got dtype {str(value.dtype).removeprefix('torch.')}")
             if value.device.type != device:
-                raise SolInputError(f"input {index} is on device {value.device}, but the model was optimized for {device}; "
-                                    "move the input or optimize for that device")
+                raise SolInputError(self._device_mismatch(index, value, device))
             if static and value.shape == shape:  # the usual case: no batch dim to solve for
                 continue
             if value.dim() != len(shape):
@@ -105,6 +109,14 @@ class SolModule(torch.nn.Module):
                 if not ok:
                     raise SolInputError(f"input {index}: expected {_expected(shape, dtype)}, got shape {list(value.shape)}")
         return batch if batch is not None else 1
+
+    def _device_mismatch(self, index: int, value: torch.Tensor, device: str) -> str:
+        runs_on = getattr(self._sol_compiled, "device", None)  # an offloaded model: its SOL device (e.g. ve:0)
+        if runs_on is not None:
+            return (f"input {index} is on device {value.device}, but the model runs on {runs_on} and takes {device} "
+                    f"tensors (copied to {runs_on} per call); move the input to {device}")
+        return (f"input {index} is on device {value.device}, but the model was optimized for {device}; "
+                "move the input or optimize for that device")
 
     def _spec_info(self, specs: Sequence[Any]) -> list[tuple[tuple[Size, ...], torch.dtype, bool]]:
         """(shape, torch dtype, whether the shape is all ints) per spec; computed once per list of specs."""
@@ -125,7 +137,24 @@ class SolModule(torch.nn.Module):
             return pytree.tree_unflatten(outputs, spec)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
+    def _tensor_inputs(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The inputs the compiled model takes: without those that were None or Python scalars in sol.optimize's
+        example (torch.export specialised the graph to them), which must have the same values now."""
+        example = self._sol_example[0] if self._sol_example is not None else None
+        if example is None or len(inputs) != len(example) or all(not _specialised(e) for e in example):
+            return inputs
+        kept = []
+        for index, (value, seen) in enumerate(zip(inputs, example, strict=True)):
+            if not _specialised(seen):
+                kept.append(value)
+            elif not _specialised(value) or type(value) is not type(seen) or value != seen:
+                raise SolInputError(f"input {index}: the model was optimized for {seen!r} here (compiled into the code), "
+                                    f"got {type(value).__name__ if isinstance(value, torch.Tensor) else repr(value)}; "
+                                    "optimize it again for that value")
+        return tuple(kept)
+
     def forward(self, *inputs: Any) -> Any:
+        inputs = self._tensor_inputs(inputs)
         wants_grad = torch.is_grad_enabled() and (
             any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs)
             or any(p.requires_grad for p in self._model_params()[1]))

@@ -71,13 +71,20 @@ class TimingPrinter:
         self.stream = stream
         self.calls = 0
         self._last = totals(compiled)
+        transfers = getattr(compiled, "transfers", None)  # an offloaded model (sol.runtime.offload)
+        self._transfers = transfers.copy() if transfers is not None else None
 
     def __call__(self, compiled: Any) -> None:
         rows = difference(compiled, self._last)
         self._last = totals(compiled)
         self.calls += 1
         title = f"SOL debug: {compiled.graph.name} on {device_name(compiled)}, call {self.calls}"
-        print(format_table(rows, title), file=self.stream or sys.stdout, flush=True)
+        text = format_table(rows, title)
+        if self._transfers is not None:
+            now = compiled.transfers.copy()
+            text += f"\ncopies: {now.since(self._transfers)}"
+            self._transfers = now
+        print(text, file=self.stream or sys.stdout, flush=True)
 
 
 def write(the_plan: Plan, compiled: Any, device: str) -> DebugArtifacts:

@@ -26,6 +26,8 @@ class Profile:
     device: str
     runs: int
     clusters: list[ClusterTime] = field(default_factory=list)
+    #: per call, for a model offloaded to a device with its own memory: copies and bytes each way, launches
+    transfers: dict[str, float] | None = None
 
     @property
     def total_seconds(self) -> float:
@@ -33,7 +35,7 @@ class Profile:
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "device": self.device, "runs": self.runs, "total_seconds": self.total_seconds,
-                "clusters": [c.to_dict() for c in self.clusters]}
+                "clusters": [c.to_dict() for c in self.clusters], "transfers": self.transfers}
 
     def chrome_trace(self) -> dict[str, Any]:
         """The clusters one after another as complete ("X") events of one thread (Perfetto, chrome://tracing)."""
@@ -60,7 +62,13 @@ class Profile:
 
     def __str__(self) -> str:
         per = "per call" if self.runs == 1 else f"average of {self.runs} calls"
-        return format_table(self.clusters, f"SOL profile of {self.model} on {self.device} ({per})")
+        text = format_table(self.clusters, f"SOL profile of {self.model} on {self.device} ({per})")
+        if self.transfers is not None:
+            t = self.transfers
+            text += (f"\ncopies per call: {t['to_device']:g} to the device ({t['to_device_bytes']:.0f} B), "
+                     f"{t['to_host']:g} back ({t['to_host_bytes']:.0f} B), {t['parameters']:g} parameter uploads "
+                     f"({t['parameter_bytes']:.0f} B), {t['launches']:g} launches")
+        return text
 
 
 def compiled_model_of(model: Any) -> Any:
@@ -92,6 +100,8 @@ def difference(compiled: Any, before: list[tuple[str, float]], runs: int = 1) ->
 
 
 def device_name(compiled: Any) -> str:
+    if getattr(compiled, "device", None) is not None:  # an offloaded model knows its Device
+        return str(compiled.device)
     flavour = compiled.metadata.get("flavour", "x86") if hasattr(compiled, "metadata") else "x86"
     return f"{flavour}:{getattr(compiled, 'device_index', 0)}"
 
@@ -107,6 +117,12 @@ def profile(model: Any, *inputs: Any, runs: int = 1, warmup: int = 0) -> Profile
     for _ in range(warmup):
         model(*inputs)
     before = totals(compiled)
+    stats = getattr(compiled, "transfers", None)
+    moved = stats.copy() if stats is not None else None
     for _ in range(runs):
         model(*inputs)
-    return Profile(compiled.graph.name, device_name(compiled), runs, difference(compiled, before, runs))
+    transfers = None
+    if stats is not None and moved is not None:
+        spent = stats.since(moved)
+        transfers = {name: value / runs for name, value in vars(spent).items() if name != "calls"}
+    return Profile(compiled.graph.name, device_name(compiled), runs, difference(compiled, before, runs), transfers)

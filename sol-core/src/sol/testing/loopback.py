@@ -14,18 +14,21 @@ device, as a real driver would report it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import itertools
 import queue as queue_module
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from ..errors import SolDeviceError
-from ..records import Copy, DevicePointer, DeviceRuntime, HostBuffer, Launch, LaunchArg
+from ..records import Backend, Copy, Device, DevicePointer, DeviceRuntime, HostBuffer, Launch, LaunchArg, ProbeResult
 
 _ALIGN = 64
 #: handles are small integers shifted up: never a valid host address, never 0
@@ -170,3 +173,53 @@ class LoopbackRuntime(DeviceRuntime):
 
         self._enqueue(run)
         return pending
+
+
+class LoopbackBackend(Backend):
+    """Device type ``loop``: host code (the generic flavour) run through a `LoopbackRuntime` per device."""
+
+    name = "loop"
+    description = "the host behind the device-runtime contract (tests)"
+    #: every runtime opened, in order (tests read their transfers)
+    runtimes: list[LoopbackRuntime] = []
+
+    def probe(self) -> ProbeResult:
+        return ProbeResult(devices=(Device("loop", 0, "Loopback device", "loop", {}),))
+
+    def flavour(self) -> Any:
+        from ..codegen import CpuFlavour
+
+        return CpuFlavour("loop")
+
+    def runtime(self, device: Device) -> LoopbackRuntime:
+        runtime = LoopbackRuntime(device.id)
+        LoopbackBackend.runtimes.append(runtime)
+        return runtime
+
+
+@contextlib.contextmanager
+def loopback_device() -> Iterator[type[LoopbackBackend]]:
+    """The installed plugins plus device type ``loop``, as the process-wide registry (then restored)."""
+    from ..devices import forget
+    from ..plugins import PluginRegistry, installed_entry_points, set_registry
+    from ..runtime.offload import forget_runtimes
+    from .plugins import FakeEntryPoint
+
+    module = sys.modules.get("sol_testing_loopback_plugin")
+    if module is None:
+        module = ModuleType("sol_testing_loopback_plugin")
+        from .. import hookimpl
+
+        module.sol_backends = hookimpl(lambda: [LoopbackBackend()])  # type: ignore[attr-defined]
+        sys.modules[module.__name__] = module
+    entry = FakeEntryPoint("loop", module, distribution="sol-backend-loop")
+    old = set_registry(PluginRegistry([*installed_entry_points(), entry]))
+    forget_runtimes()
+    forget()
+    LoopbackBackend.runtimes.clear()
+    try:
+        yield LoopbackBackend
+    finally:
+        set_registry(old)
+        forget_runtimes()
+        forget()
