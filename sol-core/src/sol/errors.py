@@ -40,3 +40,7 @@ class SolUnsupportedError(SolError):
 
 class SolInputError(SolError, ValueError):
     """A model was called with inputs of the wrong shape, dtype or device."""
+
+
+class SolPassBudgetError(SolError):
+    """A graph pass exceeded its rewrite budget (`sol.passes.budget`): it would not have terminated."""

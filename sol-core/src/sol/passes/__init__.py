@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from ..ir.graph import Graph
 from .bn_folding import fold_batch_norm
 from .bn_scale_shift import batch_norm_as_scale_shift
+from .budget import pass_budget
 from .channel_shuffle import fuse_channel_shuffle
 from .constant_folding import fold_constants
 from .conv_over_concat import conv_over_concat
@@ -37,13 +40,20 @@ INFERENCE_PASSES = (
 )
 
 
-def run_inference_passes(graph: Graph) -> Graph:
-    for apply in INFERENCE_PASSES:
-        graph = apply(graph)
+def run_passes(graph: Graph, passes: Sequence[Callable[[Graph], Graph]]) -> Graph:
+    """Apply ``passes`` in order, each within its rewrite budget (`sol.passes.budget`): a pass that would not
+    terminate raises `sol.errors.SolPassBudgetError` naming it and the model instead of hanging."""
+    for apply in passes:
+        with pass_budget(getattr(apply, "__name__", repr(apply)), graph):
+            graph = apply(graph)
     return graph
+
+
+def run_inference_passes(graph: Graph) -> Graph:
+    return run_passes(graph, INFERENCE_PASSES)
 
 
 __all__ = [
     "INFERENCE_PASSES", "batch_norm_as_scale_shift", "conv_over_concat", "eliminate_common_subexpressions", "elementwise_before_permute", "fold_batch_norm", "fold_constants", "fuse_channel_shuffle", "merge_relu_maxpool", "permute_as_reshape", "pool_before_concat", "pool_before_pointwise_conv",
-    "remove_dead_layers", "remove_identity", "run_inference_passes",
+    "remove_dead_layers", "remove_identity", "run_inference_passes", "run_passes",
 ]

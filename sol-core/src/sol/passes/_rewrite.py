@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..ir.graph import Graph, Layer, Tensor
+from .budget import step
 
 
 def replace_uses(graph: Graph, old: Tensor, new: Tensor) -> None:
@@ -59,6 +60,7 @@ def sole_reader_pairs(graph: Graph, consumer_ops: Sequence[str],
             continue
         if only_reader(graph, consumers, consumer.inputs[0]) is None:
             continue
+        step(graph)
         yield producer, consumer
         producers = graph.producers()
         consumers = graph.consumers()

@@ -16,12 +16,41 @@ Done only where the permute is the sole reader of ``x`` and the elementwise
 layer the sole reader of the permute (neither value a model output), and
 every operand has the result's dtype. Repeated, so a chain of elementwise
 layers after one permute moves as a whole.
+
+Termination. A move may not create its own next candidate: the operand
+permutes it inserts must never be a permute the pass moves a layer across.
+A permute is a candidate only when its input has a producer and no other
+reader, and its output's only reader is a movable layer of its own shape.
+So a move is refused when a full-size operand ``t`` (other than the permuted
+value) has a producer and the moved layer is its only reader, or has a lower
+rank (the reshape padding it is such a producer): its inverse
+permute would be such a candidate, and moving the layer back across it
+re-creates the first permute, forever (timm's CoaT: ``q * v.transpose(-1, -2)``
+where both ``q`` and ``v`` are used only there). Every other operand permute
+is never a candidate: a full-size operand with no producer (input, parameter)
+gives a permute whose input has none; one with other readers keeps them (a
+move never changes how many layers read a tensor that survives it: the
+permute's reader of ``x`` becomes the moved layer's, the layer's reader of an
+operand becomes the operand permute's); a broadcast operand's permute writes
+a shape other than the moved layer's. Hence the measure
+
+    M = sum, over candidate-eligible permutes P (input produced and read by P
+        only), of the number of movable layers on P's chain: the sole readers
+        followed from P's output through movable layers of the same shape and
+        permutes,
+
+drops by exactly one per move (the moved layer leaves P's chain; chains that
+ran through ``x`` still hold it; no chain runs through a refused-to-be-sole
+operand; the inserted permutes have empty chains or are not eligible), and
+the pass stops after at most M (<= permutes x movable layers) moves. The
+pass driver's budget (`sol.passes.budget`) backs this up.
 """
 
 from __future__ import annotations
 
 from ..ir.graph import Dim, Graph, Layer, Tensor
 from ._rewrite import only_reader
+from .budget import step
 
 #: elementwise layers whose result at an index depends only on their operands at that index
 MOVABLE = frozenset({
@@ -32,7 +61,9 @@ MOVABLE = frozenset({
 
 def elementwise_before_permute(graph: Graph) -> Graph:
     # one move at a time: each rewrite changes who reads what (maps rebuilt, as in `sole_reader_pairs`)
+    # terminates: each move lowers the measure M of the module docstring by one
     while (pair := _next_move(graph)) is not None:
+        step(graph)
         _rewrite(graph, *pair)
     return graph
 
@@ -48,9 +79,27 @@ def _next_move(graph: Graph) -> tuple[Layer, Layer] | None:
         if id(x) not in producers or only_reader(graph, consumers, x) is not permute:
             continue
         layer = only_reader(graph, consumers, y)
-        if layer is not None and _movable(layer, y):
+        if layer is not None and _movable(layer, y) and not _creates_candidate(graph, producers, consumers, layer, y):
             return permute, layer
     return None
+
+
+def _creates_candidate(graph: Graph, producers: dict[int, Layer], consumers: dict[int, list[Layer]],
+                       layer: Layer, y: Tensor) -> bool:
+    """Whether moving ``layer`` would insert an operand permute that is itself a candidate (see Termination).
+
+    That is a full-size operand other than ``y`` that a layer writes and only ``layer`` reads, or one of lower
+    rank (its padding reshape is such a writer): its inverse permute would read a produced value nothing else
+    reads and feed ``layer`` alone, so the next move would carry ``layer`` back across it.
+    """
+    for t in layer.inputs:
+        if t is y or (1,) * (y.rank - t.rank) + tuple(t.shape) != tuple(y.shape):
+            continue  # broadcast operands: their permute writes a shape other than the moved layer's
+        if t.rank < y.rank:
+            return True  # the reshape that pads its rank is a producer only its permute reads
+        if id(t) in producers and only_reader(graph, consumers, t) is layer:
+            return True
+    return False
 
 
 def _movable(layer: Layer, y: Tensor) -> bool:
