@@ -21,6 +21,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from sol.codegen import Flavour
 from sol.codegen.flavour import MATH_FUNCTIONS
@@ -166,6 +167,12 @@ class VeFlavour(Flavour):
 
     def profile_clock_declarations(self) -> str:
         return PROFILE_CLOCK
+
+    def deploy_wrapper(self, **context: Any) -> str:
+        # the generic wrapper reads weights with stdio and locks with pthreads; the VE's embeds and uses atomics
+        from .deploy import render_wrapper
+
+        return render_wrapper(**context)
 
     # -- loop mapping ---------------------------------------------------------------
     def parallel_pragma(self, collapse: int, simd: bool) -> str:

@@ -6,6 +6,7 @@ import sol
 from sol.records import ConfigKey
 
 from .backend import VeBackend
+from .deploy import VeDeployTarget
 from .toolchain import CXX_KEY
 
 
@@ -17,3 +18,8 @@ def sol_backends() -> list[VeBackend]:
 @sol.hookimpl
 def sol_config_keys() -> list[ConfigKey]:
     return [CXX_KEY]
+
+
+@sol.hookimpl
+def sol_deploy_targets() -> list[VeDeployTarget]:
+    return [VeDeployTarget()]

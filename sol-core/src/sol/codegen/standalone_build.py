@@ -40,6 +40,7 @@ OBJECT_FLAGS = ("-fPIC", "-fvisibility=hidden", "-fvisibility-inlines-hidden", "
 #: undefined-symbol patterns -> the library that defines them, in link order (libgomp before what it needs)
 _LIBRARY_OF_SYMBOL: tuple[tuple[str, str], ...] = (
     (r"^(GOMP_|omp_)", "-lgomp"),
+    (r"^__kmpc_", "-lomp"),  # LLVM's OpenMP runtime (objects built by clang, e.g. for the VE)
     (r"^(_Z|__cxa_|__gxx_)", "-lstdc++"),
     (r"^(exp|expm1|log|log1p|sqrt|tanh|erf|erfc|pow|floor|ceil|trunc|fmod|round|nearbyint|sin|cos|tan|atan|atan2|"
      r"sinh|cosh|asin|acos|asinh|acosh|atanh|cbrt|hypot|exp2|log2|log10|fmax|fmin|lgamma|tgamma|__.*_finite)f?$", "-lm"),
@@ -138,7 +139,11 @@ def ship(target: DeployTarget, shared_library: Path, directory: Path) -> str:
 
 def libraries_for(undefined: Iterable[str]) -> list[str]:
     """The ``-l`` flags that define ``undefined`` symbols (libc's own need no flag), in link order."""
+    undefined = list(undefined)
     wanted = {flag for symbol in undefined for pattern, flag in _LIBRARY_OF_SYMBOL if re.match(pattern, symbol)}
+    # omp_* is the API of either OpenMP runtime: LLVM's libomp where the objects call it (__kmpc_*), else libgomp
+    if "-lomp" in wanted and not any(symbol.startswith("GOMP_") for symbol in undefined):
+        wanted.discard("-lgomp")
     return [flag for _, flag in _LIBRARY_OF_SYMBOL if flag in wanted]
 
 
