@@ -146,7 +146,9 @@ def test_launch_with_vptr_integer_and_stack_args(dev, kernels):
     params = np.array([3, 77], np.int64)
     out = np.zeros(2, np.int64)
     io = np.array([10], np.int64)
-    pending = dev.launch(fn, [Arg.vptr(p), Arg.i64(8), Arg.stack(params), Arg.stack(out, "out"), Arg.stack(io, "inout")])
+    pending = dev.launch(
+        fn, [Arg.vptr(p), Arg.i64(8), Arg.stack(params), Arg.stack(out, "out"), Arg.stack(io, "inout")]
+    )
     assert pending.result() == 1008
     assert out.tolist() == [8, 77] and io.tolist() == [11]
     y = np.empty_like(x)
@@ -241,13 +243,18 @@ def test_grouped_copies_make_one_transfer_per_run(dev):
     p = dev.alloc(total)
     offsets = np.cumsum([0] + [q.nbytes for q in parts[:-1]])
     dev.stats.reset()
-    assert dev.copy_group_to_device([(p + int(o), q.ctypes.data, q.nbytes) for o, q in zip(offsets, parts)]) == 1
+    assert (
+        dev.copy_group_to_device([(p + int(o), q.ctypes.data, q.nbytes) for o, q in zip(offsets, parts, strict=True)])
+        == 1
+    )
     assert (dev.stats.htod_transfers, dev.stats.htod_bytes) == (1, total)
     back = [np.zeros_like(q) for q in parts]
-    assert dev.copy_group_to_host([(p + int(o), b.ctypes.data, b.nbytes) for o, b in zip(offsets, back)]) == 1
+    assert (
+        dev.copy_group_to_host([(p + int(o), b.ctypes.data, b.nbytes) for o, b in zip(offsets, back, strict=True)]) == 1
+    )
     dev.synchronize()  # unpacks
     assert (dev.stats.dtoh_transfers, dev.stats.dtoh_bytes) == (1, total)
-    for q, b in zip(parts, back):
+    for q, b in zip(parts, back, strict=True):
         np.testing.assert_array_equal(q, b)
     # separate allocations cannot be packed
     a, b = dev.alloc(4), dev.alloc(4)
@@ -271,25 +278,38 @@ def test_kernel_module_calls_emulated_vednn(dev, kernels):
     np.testing.assert_allclose(y, x @ w, rtol=1e-5, atol=1e-5)
 
 
-def test_cache_root_honours_sol_cache_dir(monkeypatch, tmp_path):
+def test_cache_root_and_module_flags(monkeypatch, tmp_path):
+    built = emulator.build()
+    flags = emulator.module_flags(built)
+    assert f"-L{built.root}" in flags and "-lvednn" in flags and f"-I{emulator.vednn_include_dir()}" in flags
+    assert (emulator.vednn_include_dir() / "vednn.h").is_file()
+    assert built.root.parent.name == "ve-emulator"
     monkeypatch.setenv("SOL_CACHE_DIR", str(tmp_path))
     assert emulator._cache_root() == tmp_path
-    assert (emulator.vednn_include_dir() / "vednn.h").is_file()
-    flags = emulator.module_flags()
-    assert "-lvednn" in flags and any(f.startswith("-I") and f.endswith("include") for f in flags)
 
 
 # -- vednn's loops against numpy ------------------------------------------------------
 
 
 class TensorParam(ctypes.Structure):
-    _fields_ = [("dtype", ctypes.c_int), ("batch", ctypes.c_int), ("channel", ctypes.c_int),
-                ("width", ctypes.c_int), ("height", ctypes.c_int)]
+    _fields_ = [
+        ("dtype", ctypes.c_int),
+        ("batch", ctypes.c_int),
+        ("channel", ctypes.c_int),
+        ("width", ctypes.c_int),
+        ("height", ctypes.c_int),
+    ]
 
 
 class FilterParam(ctypes.Structure):
-    _fields_ = [("dtype", ctypes.c_int), ("layout", ctypes.c_int), ("inChannel", ctypes.c_int),
-                ("outChannel", ctypes.c_int), ("width", ctypes.c_int), ("height", ctypes.c_int)]
+    _fields_ = [
+        ("dtype", ctypes.c_int),
+        ("layout", ctypes.c_int),
+        ("inChannel", ctypes.c_int),
+        ("outChannel", ctypes.c_int),
+        ("width", ctypes.c_int),
+        ("height", ctypes.c_int),
+    ]
 
 
 class BiasParam(ctypes.Structure):
@@ -297,9 +317,15 @@ class BiasParam(ctypes.Structure):
 
 
 class ConvParam(ctypes.Structure):
-    _fields_ = [("group", ctypes.c_int), ("strideWidth", ctypes.c_int), ("strideHeight", ctypes.c_int),
-                ("padWidth", ctypes.c_int), ("padHeight", ctypes.c_int), ("dilationWidth", ctypes.c_int),
-                ("dilationHeight", ctypes.c_int)]
+    _fields_ = [
+        ("group", ctypes.c_int),
+        ("strideWidth", ctypes.c_int),
+        ("strideHeight", ctypes.c_int),
+        ("padWidth", ctypes.c_int),
+        ("padHeight", ctypes.c_int),
+        ("dilationWidth", ctypes.c_int),
+        ("dilationHeight", ctypes.c_int),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -318,7 +344,7 @@ def _taps(x, ky, kx, geometry):
     """The input values tap (ky, kx) meets for every output pixel: [N, C, OH, OW]."""
     (sh, sw), (ph, pw), (dh, dw), (oh, ow) = geometry
     xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-    return xp[:, :, ky * dh: ky * dh + sh * (oh - 1) + 1: sh, kx * dw: kx * dw + sw * (ow - 1) + 1: sw]
+    return xp[:, :, ky * dh : ky * dh + sh * (oh - 1) + 1 : sh, kx * dw : kx * dw + sw * (ow - 1) + 1 : sw]
 
 
 def _conv_ref(x, w, groups, geometry):
@@ -328,8 +354,8 @@ def _conv_ref(x, w, groups, geometry):
     for g in range(groups):
         for ky in range(w.shape[2]):
             for kx in range(w.shape[3]):
-                patch = _taps(x[:, g * cg:(g + 1) * cg], ky, kx, geometry)
-                out[:, g * og:(g + 1) * og] += np.einsum("ncyx,oc->noyx", patch, w[g * og:(g + 1) * og, :, ky, kx])
+                patch = _taps(x[:, g * cg : (g + 1) * cg], ky, kx, geometry)
+                out[:, g * og : (g + 1) * og] += np.einsum("ncyx,oc->noyx", patch, w[g * og : (g + 1) * og, :, ky, kx])
     return out
 
 
@@ -362,8 +388,12 @@ def test_vednn_convolutions_match_numpy(vednn, case):
     assert vednn.vednnConvolutionForward(R(p_in), _ptr(x), R(p_filter), _ptr(w), R(p_out), _ptr(out), R(p_conv), 0) == 0
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
-    assert vednn.vednnConvolutionForwardAddBias(R(p_in), _ptr(x), R(p_filter), _ptr(w), R(BiasParam(0, o)),
-                                                _ptr(bias), R(p_out), _ptr(out), R(p_conv), 0) == 0
+    assert (
+        vednn.vednnConvolutionForwardAddBias(
+            R(p_in), _ptr(x), R(p_filter), _ptr(w), R(BiasParam(0, o)), _ptr(bias), R(p_out), _ptr(out), R(p_conv), 0
+        )
+        == 0
+    )
     np.testing.assert_allclose(out, ref + bias[:, None, None], rtol=1e-4, atol=1e-4)
 
     # Gradients of sum(conv(x, w) * gout), by the adjoint of each tap.
@@ -371,28 +401,39 @@ def test_vednn_convolutions_match_numpy(vednn, case):
     gx_ref = np.zeros((n, c, h + 2 * pad[0], w_ + 2 * pad[1]))
     gw_ref = np.zeros(w.shape)
     for g in range(groups):
-        gg, wg = gout[:, g * og:(g + 1) * og].astype(np.float64), w[g * og:(g + 1) * og].astype(np.float64)
+        gg, wg = gout[:, g * og : (g + 1) * og].astype(np.float64), w[g * og : (g + 1) * og].astype(np.float64)
         for ky in range(kh):
             for kx in range(kw):
                 ys = slice(ky * dil[0], ky * dil[0] + stride[0] * (oh - 1) + 1, stride[0])
                 xs = slice(kx * dil[1], kx * dil[1] + stride[1] * (ow - 1) + 1, stride[1])
-                gx_ref[:, g * cg:(g + 1) * cg, ys, xs] += np.einsum("noyx,oc->ncyx", gg, wg[:, :, ky, kx])
-                patch = _taps(x[:, g * cg:(g + 1) * cg].astype(np.float64), ky, kx, geometry)
-                gw_ref[g * og:(g + 1) * og, :, ky, kx] = np.einsum("ncyx,noyx->oc", patch, gg)
-    gx_ref = gx_ref[:, :, pad[0]:pad[0] + h, pad[1]:pad[1] + w_]
+                gx_ref[:, g * cg : (g + 1) * cg, ys, xs] += np.einsum("noyx,oc->ncyx", gg, wg[:, :, ky, kx])
+                patch = _taps(x[:, g * cg : (g + 1) * cg].astype(np.float64), ky, kx, geometry)
+                gw_ref[g * og : (g + 1) * og, :, ky, kx] = np.einsum("ncyx,noyx->oc", patch, gg)
+    gx_ref = gx_ref[:, :, pad[0] : pad[0] + h, pad[1] : pad[1] + w_]
 
     gx = np.full((n, c, h, w_), np.nan, np.float32)
-    assert vednn.vednnConvolutionBackwardData(R(p_out), _ptr(gout), R(p_filter), _ptr(w), R(p_in), _ptr(gx), R(p_conv), 0) == 0
+    assert (
+        vednn.vednnConvolutionBackwardData(R(p_out), _ptr(gout), R(p_filter), _ptr(w), R(p_in), _ptr(gx), R(p_conv), 0)
+        == 0
+    )
     np.testing.assert_allclose(gx, gx_ref, rtol=1e-4, atol=1e-4)
 
     gw = np.full(w.shape, np.nan, np.float32)
-    assert vednn.vednnConvolutionBackwardFilter(R(p_in), _ptr(x), R(p_out), _ptr(gout), R(p_filter), _ptr(gw), R(p_conv), 0) == 0
+    assert (
+        vednn.vednnConvolutionBackwardFilter(
+            R(p_in), _ptr(x), R(p_out), _ptr(gout), R(p_filter), _ptr(gw), R(p_conv), 0
+        )
+        == 0
+    )
     np.testing.assert_allclose(gw, gw_ref, rtol=1e-4, atol=1e-4)
 
     if groups == 1:  # the HWCN filter layout (vednn: group 1 only)
         w_hwcn = np.ascontiguousarray(w.transpose(2, 3, 1, 0))
         p_hwcn = FilterParam(0, 1, c, o, kw, kh)
-        assert vednn.vednnConvolutionForward(R(p_in), _ptr(x), R(p_hwcn), _ptr(w_hwcn), R(p_out), _ptr(out), R(p_conv), 0) == 0
+        assert (
+            vednn.vednnConvolutionForward(R(p_in), _ptr(x), R(p_hwcn), _ptr(w_hwcn), R(p_out), _ptr(out), R(p_conv), 0)
+            == 0
+        )
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
 
@@ -402,8 +443,19 @@ def test_vednn_rejects_inconsistent_params(vednn):
     w = np.zeros((4, 3, 1, 1), np.float32)
     R = ctypes.byref
     bad_filter = FilterParam(0, 0, 2, 4, 1, 1)  # inChannel must be channels per group (3)
-    assert vednn.vednnConvolutionForward(R(TensorParam(0, 1, 3, 4, 4)), _ptr(x), R(bad_filter), _ptr(w),
-                                         R(TensorParam(0, 1, 4, 4, 4)), _ptr(out), R(ConvParam(1, 1, 1, 0, 0, 1, 1)), 0) == 1
+    assert (
+        vednn.vednnConvolutionForward(
+            R(TensorParam(0, 1, 3, 4, 4)),
+            _ptr(x),
+            R(bad_filter),
+            _ptr(w),
+            R(TensorParam(0, 1, 4, 4, 4)),
+            _ptr(out),
+            R(ConvParam(1, 1, 1, 0, 0, 1, 1)),
+            0,
+        )
+        == 1
+    )
 
 
 def test_vednn_linear_matches_numpy(vednn):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-
 import pytest
 from sol.errors import SolDeviceError
 from sol_backend_ve import veda
@@ -99,10 +97,10 @@ def test_gaps_large_copies_and_other_allocations_stay_separate():
     a, b = 1 << 37, 2 << 37
     copies = [
         Copy(a, 0, 8),
-        Copy(a + 16, 0, 8),          # gap of 8 bytes
-        Copy(a + 24, 0, 1 << 20),    # adjacent but large
-        Copy(b, 0, 8),               # another allocation
-        Copy(b + 8, 0, 0),           # empty: no transfer at all
+        Copy(a + 16, 0, 8),  # gap of 8 bytes
+        Copy(a + 24, 0, 1 << 20),  # adjacent but large
+        Copy(b, 0, 8),  # another allocation
+        Copy(b + 8, 0, 0),  # empty: no transfer at all
     ]
     runs = group_copies(copies, small=1 << 16)
     assert [len(r) for r in runs] == [1, 1, 1, 1]

@@ -70,8 +70,19 @@ HINTS: dict[str, str] = {
 }
 
 INTENT = {"in": 0, "inout": 1, "out": 2}  # VEDAargs_intent
-ATTRIBUTE = {"clock_rate": 0, "clock_base": 1, "cores": 2, "memory_clock_rate": 3, "l1d_cache": 4,
-             "l1i_cache": 5, "l2_cache": 6, "llc_cache": 7, "abi_version": 8, "firmware_version": 10, "model": 11}
+ATTRIBUTE = {
+    "clock_rate": 0,
+    "clock_base": 1,
+    "cores": 2,
+    "memory_clock_rate": 3,
+    "l1d_cache": 4,
+    "l1i_cache": 5,
+    "l2_cache": 6,
+    "llc_cache": 7,
+    "abi_version": 8,
+    "firmware_version": 10,
+    "model": 11,
+}
 
 
 def error_name(code: int) -> str:
@@ -145,8 +156,14 @@ def find_library() -> tuple[str | None, bool, str]:
     found = ctypes.util.find_library("veda")
     if found:
         return found, False, f"find_library('veda') -> {found}"
-    return None, False, (f"no libveda: {NEC_LIBRARY} is missing and none is on the library path "
-                         f"(install VEOS/VEDA, set {LIBRARY_ENV}, or {emulator.ENV}=1 for the emulated VE)")
+    return (
+        None,
+        False,
+        (
+            f"no libveda: {NEC_LIBRARY} is missing and none is on the library path "
+            f"(install VEOS/VEDA, set {LIBRARY_ENV}, or {emulator.ENV}=1 for the emulated VE)"
+        ),
+    )
 
 
 def open_veda() -> tuple[Veda | None, str]:
@@ -209,8 +226,7 @@ def group_copies(copies: Iterable[Copy | tuple[int, int, int]], small: int = 1 <
         if c.nbytes == 0:
             continue
         last = runs[-1][-1] if runs else None
-        if (last is not None and c.nbytes <= small and last.nbytes <= small
-                and last.device + last.nbytes == c.device):
+        if last is not None and c.nbytes <= small and last.nbytes <= small and last.device + last.nbytes == c.device:
             runs[-1].append(c)
         else:
             runs.append([c])
@@ -268,8 +284,13 @@ class Module:
 
     def function(self, name: str) -> Function:
         fn = VEDAfunction()
-        self.device._call("vedaModuleGetFunction", ctypes.byref(fn), ctypes.c_void_p(self.handle), name.encode(),
-                          what=f"kernel {name!r} of {self.path}")
+        self.device._call(
+            "vedaModuleGetFunction",
+            ctypes.byref(fn),
+            ctypes.c_void_p(self.handle),
+            name.encode(),
+            what=f"kernel {name!r} of {self.path}",
+        )
         return Function(self, name, fn)
 
     def unload(self) -> None:
@@ -412,8 +433,12 @@ class Device:
         return value.value
 
     def properties(self) -> dict[str, Any]:
-        return {"name": self.name, "cores": self.attribute("cores"), "memory": self.total_memory,
-                "emulated": self.veda.emulated}
+        return {
+            "name": self.name,
+            "cores": self.attribute("cores"),
+            "memory": self.total_memory,
+            "emulated": self.veda.emulated,
+        }
 
     # -- memory
     def alloc(self, nbytes: int, stream: int = 0) -> int:
@@ -448,8 +473,9 @@ class Device:
         self._call("vedaMemcpyDtoDAsync", dst, src, nbytes, stream, what=f"{nbytes} bytes {hex(src)} -> {hex(dst)}")
         self.stats.dtod_transfers += 1
 
-    def copy_group_to_device(self, copies: Sequence[Copy | tuple[int, int, int]], stream: int = 0,
-                             small: int = 1 << 16) -> int:
+    def copy_group_to_device(
+        self, copies: Sequence[Copy | tuple[int, int, int]], stream: int = 0, small: int = 1 << 16
+    ) -> int:
         """Several (device, host address, bytes) copies; adjacent small ones travel as one transfer.
 
         Returns the number of transfers issued.
@@ -467,8 +493,9 @@ class Device:
             self.copy_to_device(run[0].device, staging, len(staging), stream)
         return len(runs)
 
-    def copy_group_to_host(self, copies: Sequence[Copy | tuple[int, int, int]], stream: int = 0,
-                           small: int = 1 << 16) -> int:
+    def copy_group_to_host(
+        self, copies: Sequence[Copy | tuple[int, int, int]], stream: int = 0, small: int = 1 << 16
+    ) -> int:
         """The mirror of ``copy_group_to_device``: one transfer per run, unpacked by ``synchronize``."""
         runs = group_copies(copies, small)
         for run in runs:
@@ -513,8 +540,15 @@ class Device:
             self.veda.lib.vedaArgsDestroy(handle)
             raise
         # destroyArgs=1: VEDA frees the args once queued (also when queuing fails).
-        self._call("vedaLaunchKernelEx", function.handle, stream, handle, 1, ctypes.byref(pending._result),
-                   what=f"kernel {function.name}")
+        self._call(
+            "vedaLaunchKernelEx",
+            function.handle,
+            stream,
+            handle,
+            1,
+            ctypes.byref(pending._result),
+            what=f"kernel {function.name}",
+        )
         self.stats.launches += 1
         return pending
 
@@ -532,7 +566,11 @@ class Device:
                 buffer = ctypes.create_string_buffer(buffer, len(buffer))
             keep.append(buffer)
             self._keep.append(buffer)  # also when the Pending is dropped unread
-            size = memoryview(buffer).nbytes if not isinstance(buffer, ctypes.Array | ctypes.Structure) else ctypes.sizeof(buffer)
+            size = (
+                memoryview(buffer).nbytes
+                if not isinstance(buffer, ctypes.Array | ctypes.Structure)
+                else ctypes.sizeof(buffer)
+            )
             self._call("vedaArgsSetStack", handle, i, _buffer_address(buffer), INTENT[arg.intent], size, what=what)
         else:
             raise ValueError(f"{what}: unknown kind {arg.kind!r}")

@@ -28,7 +28,7 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from sol.errors import SolBuildError
@@ -87,7 +87,7 @@ def build() -> Build:
     return _build(_cache_root())
 
 
-@lru_cache(maxsize=None)
+@cache
 def _build(cache_root: Path) -> Build:
     cxx = _cxx()
     key = hashlib.sha256()
@@ -107,7 +107,9 @@ def _build(cache_root: Path) -> Build:
                     raise
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    return Build(final, final / "libveda.so", final / "ve-emulator-server", final / "libvednn.so", SOURCE_DIR / "include")
+    return Build(
+        final, final / "libveda.so", final / "ve-emulator-server", final / "libvednn.so", SOURCE_DIR / "include"
+    )
 
 
 def _complete(root: Path) -> bool:
@@ -118,11 +120,41 @@ def _compile_all(cxx: str, out: Path) -> None:
     src = SOURCE_DIR
     common = ["-O2", "-Wall", "-g", f"-I{src}", f"-I{src / 'include'}"]
     jobs = {
-        "libveda.so": [cxx, *common, "-shared", "-fPIC", "-pthread", str(src / "veda_client.cpp"), "-o", str(out / "libveda.so"), "-ldl"],
-        "ve-emulator-server": [cxx, *common, "-fopenmp", str(src / "server.cpp"), "-o", str(out / "ve-emulator-server"), "-ldl"],
-        "libvednn.so": [cxx, *common, "-fopenmp", "-shared", "-fPIC", str(src / "vednn.cpp"), "-o", str(out / "libvednn.so")],
+        "libveda.so": [
+            cxx,
+            *common,
+            "-shared",
+            "-fPIC",
+            "-pthread",
+            str(src / "veda_client.cpp"),
+            "-o",
+            str(out / "libveda.so"),
+            "-ldl",
+        ],
+        "ve-emulator-server": [
+            cxx,
+            *common,
+            "-fopenmp",
+            str(src / "server.cpp"),
+            "-o",
+            str(out / "ve-emulator-server"),
+            "-ldl",
+        ],
+        "libvednn.so": [
+            cxx,
+            *common,
+            "-fopenmp",
+            "-shared",
+            "-fPIC",
+            str(src / "vednn.cpp"),
+            "-o",
+            str(out / "libvednn.so"),
+        ],
     }
-    running = {name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for name, cmd in jobs.items()}
+    running = {
+        name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for name, cmd in jobs.items()
+    }
     failures = []
     for name, proc in running.items():
         output, _ = proc.communicate()
@@ -136,7 +168,9 @@ def _cxx() -> str:
     cxx = os.environ.get("SOL_VE_EMULATE_CXX", "g++")
     found = shutil.which(cxx)
     if not found:
-        raise SolBuildError(f"the emulated VE needs a host C++ compiler: {cxx!r} is not on PATH (set SOL_VE_EMULATE_CXX)")
+        raise SolBuildError(
+            f"the emulated VE needs a host C++ compiler: {cxx!r} is not on PATH (set SOL_VE_EMULATE_CXX)"
+        )
     return found
 
 
