@@ -1,0 +1,38 @@
+"""timm CoaT's convolutional relative position encoding, which once made `sol.optimize` loop forever
+(`elementwise_before_permute` moved ``q * conv_v.transpose(-1, -2)`` back and forth): it compiles and matches."""
+
+from __future__ import annotations
+
+import sol
+import torch
+
+
+class CoatCrpe(torch.nn.Module):
+    """CoaT's factorized attention with its conv position encoding, small: ``q * conv(v)^T`` where q and the
+    conv's output are read only by that product."""
+
+    def __init__(self, dim: int = 16, heads: int = 2, size: int = 4) -> None:
+        super().__init__()
+        self.heads, self.size = heads, size
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.conv = torch.nn.Conv2d(dim, dim, 3, padding=1, groups=dim)
+        self.proj = torch.nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        factor = k.softmax(dim=2).transpose(-1, -2) @ v
+        attended = q @ factor
+        conv_v = self.conv(v.transpose(-1, -2).reshape(b, c, self.size, self.size))
+        conv_v = conv_v.reshape(b, self.heads, c // self.heads, n).transpose(-1, -2)
+        out = attended * 0.25 + q * conv_v
+        return self.proj(out.transpose(1, 2).reshape(b, n, c))
+
+
+def test_coat_crpe_compiles_and_matches(sol_cache_dir) -> None:
+    torch.manual_seed(0)
+    model = CoatCrpe().eval()
+    x = torch.randn(1, 16, 16)
+    with torch.no_grad():
+        compiled = sol.optimize(model, x)
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
