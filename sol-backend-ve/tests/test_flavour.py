@@ -204,3 +204,18 @@ def test_emulator_build_of_a_transformer_encoder_matches_torch(tmp_path):
     model, example = _zoo_model("transformer_encoder")
     got, want = _run_emulator_build(model, example, tmp_path)
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+@needs_gxx
+def test_emulator_build_of_a_parallel_vector_loop_matches_torch(tmp_path):
+    """A flat elementwise Cluster: one loop is both the thread and the vector loop (chunks of whole vectors)."""
+    torch = pytest.importorskip("torch")
+
+    class Elementwise(torch.nn.Module):
+        def forward(self, x):
+            return torch.exp(x) * 2 + torch.tanh(x) - torch.abs(x).sqrt()
+
+    model, example = Elementwise(), torch.randn(100_003)
+    assert "sol_ve_chunk(" in _ve_source(_torch_graph(model, example))
+    got, want = _run_emulator_build(model, example, tmp_path)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -13,7 +13,6 @@ import re
 import shutil
 import struct
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
