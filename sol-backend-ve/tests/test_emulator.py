@@ -284,6 +284,8 @@ def test_cache_root_and_module_flags(monkeypatch, tmp_path):
     assert f"-L{built.root}" in flags and "-lvednn" in flags and f"-I{emulator.vednn_include_dir()}" in flags
     assert (emulator.vednn_include_dir() / "vednn.h").is_file()
     assert built.root.parent.name == "ve-emulator"
+    include_dirs, link_flags = emulator.build_extras()
+    assert include_dirs == [str(emulator.vednn_include_dir())] and "-lvednn" in link_flags
     monkeypatch.setenv("SOL_CACHE_DIR", str(tmp_path))
     assert emulator._cache_root() == tmp_path
 

@@ -71,6 +71,12 @@ def module_flags(build_: Build | None = None) -> list[str]:
     return [*KERNEL_FLAGS, f"-I{b.include_dir}", f"-L{b.root}", "-lvednn", f"-Wl,-rpath,{b.root}"]
 
 
+def build_extras() -> tuple[list[str], list[str]]:
+    """(include dirs, link flags) for generated code that calls the emulated vednn (`toolchain`'s hook)."""
+    b = build()
+    return [str(b.include_dir)], [f"-L{b.root}", "-lvednn", f"-Wl,-rpath,{b.root}"]
+
+
 def compile_module(sources: list[str | Path], output: str | Path, extra: list[str] | None = None) -> Path:
     """Compile VE kernel sources into a module the emulator can load."""
     cmd = [_cxx(), *map(str, sources), "-o", str(output), *module_flags(), *(extra or [])]
