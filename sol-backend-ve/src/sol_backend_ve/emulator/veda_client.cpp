@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -241,6 +242,10 @@ void stop_server() {
         }
         g.stopping = true;
         g.cv.notify_all();
+        // A kernel that never returns must not hang vedaExit: give the queue
+        // a while, then take the device down the hard way.
+        if (!g.cv.wait_for(lock, std::chrono::seconds(5), [] { return g.pending == 0; }) && g.pid > 0)
+            kill(g.pid, SIGKILL);
     }
     g.worker.join();
     close(g.fd);
