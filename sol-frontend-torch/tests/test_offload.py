@@ -1,101 +1,22 @@
-"""Transparent offloading through the PyTorch frontend: CPU tensors in and out, the model on a device with its own
-memory (sol.runtime.offload). Runs on sol.testing's loopback device; sol-backend-ve runs the same checks on the
-emulated VE."""
+"""Transparent offloading through the PyTorch frontend on sol.testing's loopback device (sol-backend-ve runs the
+same checks, `sol_frontend_torch.offload_checks`, on the emulated VE)."""
 
 from __future__ import annotations
 
 import pytest
-import sol.pytorch as sol
-import torch
-from sol.errors import SolInputError
 from sol.testing.loopback import loopback_device
-
-
-class SmallNet(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.bn = torch.nn.BatchNorm2d(8)
-        self.pool = torch.nn.AvgPool2d(2)
-        self.fc = torch.nn.Linear(8 * 4 * 4, 5)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.flatten(self.pool(torch.relu(self.bn(self.conv(x)))), 1))
+from sol_frontend_torch.offload_checks import (
+    check_foreign_device_is_refused,
+    check_inference_and_copies,
+    check_profile_reports_copies,
+    check_training,
+)
 
 
 @pytest.fixture
 def device():
     with loopback_device():
         yield "loop"
-
-
-def check_inference_and_copies(device: str) -> None:
-    """Outputs match eager; per call only the input and output travel; parameters once, again after they change."""
-    torch.manual_seed(0)
-    model = SmallNet().eval()
-    x = torch.randn(2, 3, 8, 8)
-    sol_model = sol.optimize(model, x, device=device)
-    compiled = sol_model.compiled
-    with torch.no_grad():
-        torch.testing.assert_close(sol_model(x), model(x), rtol=1e-4, atol=1e-5)
-        before = compiled.transfers.copy()
-        for _ in range(3):
-            out = sol_model(x)
-        assert out.device.type == "cpu"
-        spent = compiled.transfers.since(before)
-        assert (spent.calls, spent.to_device, spent.to_host, spent.parameters, spent.launches) == (3, 3, 3, 0, 3)
-        assert spent.to_device_bytes == 3 * x.numel() * 4 and spent.to_host_bytes == 3 * out.numel() * 4
-        model.fc.weight.add_(1.0)  # an in-place change (what an optimizer step does): uploaded once more
-        before = compiled.transfers.copy()
-        torch.testing.assert_close(sol_model(x), model(x), rtol=1e-4, atol=1e-5)
-        sol_model(x)
-        assert compiled.transfers.since(before).parameters == len(compiled.param_names)
-
-
-def check_training(device: str) -> None:
-    """loss.backward() fills the host parameters' .grad as eager does; an optimizer step re-uploads them once."""
-    torch.manual_seed(1)
-    model = SmallNet().train()
-    reference = SmallNet().train()
-    reference.load_state_dict(model.state_dict())
-    x, target = torch.randn(4, 3, 8, 8), torch.tensor([0, 1, 2, 3])
-    sol_model = sol.optimize(model, x, device=device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
-    for _ in range(2):
-        for net, opt in ((sol_model, optimizer), (reference, reference_optimizer)):
-            opt.zero_grad()
-            torch.nn.functional.cross_entropy(net(x), target).backward()
-        for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
-            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-5, msg=name)
-        optimizer.step()
-        reference_optimizer.step()
-    torch.testing.assert_close(model.bn.running_mean, reference.bn.running_mean, rtol=1e-4, atol=1e-6)
-
-
-def check_foreign_device_is_refused(device: str) -> None:
-    model = SmallNet().eval()
-    x = torch.randn(2, 3, 8, 8)
-    sol_model = sol.optimize(model, x, device=device)
-    with pytest.raises(SolInputError, match=rf"input 0 is on device meta, but the model runs on {device}:0 and takes "
-                                            r"cpu tensors"):
-        sol_model(torch.empty(2, 3, 8, 8, device="meta"))
-
-
-def check_profile_reports_copies(device: str) -> None:
-    sol.config["compiler::profile"] = True
-    try:
-        model = SmallNet().eval()
-        x = torch.randn(2, 3, 8, 8)
-        sol_model = sol.optimize(model, x, device=device)
-        with torch.no_grad():
-            report = sol.profile(sol_model, x, runs=2, warmup=1)
-    finally:
-        sol.config["compiler::profile"] = False
-    assert report.device == f"{device}:0"
-    assert report.transfers is not None
-    assert (report.transfers["to_device"], report.transfers["to_host"], report.transfers["launches"]) == (1, 1, 1)
-    assert "copies per call: 1 to the device (1536 B), 1 back (40 B)" in str(report)
 
 
 def test_inference_and_copies(device: str) -> None:
