@@ -27,6 +27,8 @@ def math_extra_graph() -> CaseGraph:
     cg.case("isinf_neg", "isinf", [inf], {"detect_positive": False})
     cg.case("logical_not", "logical_not", [flags])
     cg.case("bitwise_not", "bitwise_not", [ints])
+    cg.case("bitwise_not_bool", "bitwise_not", [flags])  # a logical not: ~true is not -2 here
+    cg.case("bitwise_and_bool", "bitwise_and", [flags, cg.graph.add_const("mask", np.array([True, True, False, False]))])
     for op in ("fmod", "mod", "bitwise_and", "bitwise_or", "bitwise_xor"):
         cg.case(op, op, [ints, divisor])
     cg.case("fmod_float", "fmod", [x, big])
@@ -45,6 +47,9 @@ def indexing_graph() -> CaseGraph:
     elements = cg.graph.add_const("elements", np.random.default_rng(1).integers(-6, 6, (1, 5, 3)).astype(np.int64))
     (narrow,) = cg.graph.add_layer("slice", [x], {"axis": 0, "start": 0, "stop": 1, "step": 1})
     cg.case("gather_elements", "gather_elements", [narrow, elements], {"axis": 2})
+    # torch.gather's index may be smaller than x in the other dims
+    smaller = cg.graph.add_const("smaller", np.array([[[1, 0], [3, 3]]], dtype=np.int64))
+    cg.case("gather_elements_smaller", "gather_elements", [narrow, smaller], {"axis": 1})
     cg.case("argmax", "argmax", [x], {"axis": 2, "keepdims": True})
     cg.case("argmin", "argmin", [x], {"axis": 1, "keepdims": False, "select_last_index": True})
     cg.case("cumsum", "cumsum", [x], {"axis": 2})

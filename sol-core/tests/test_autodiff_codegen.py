@@ -96,3 +96,20 @@ def test_sequence_training_graph() -> None:
     (y,) = g.add_layer("reduce_sum", [g.add_layer("mul", [y, y])[0]], {"axes": (1,), "keepdims": False})
     g.outputs = [y]
     _check(g, [rng.standard_normal((2, 5, 8)).astype(np.float32)], 1, {0}, set())
+
+
+def test_embedding_and_gather_training_graph() -> None:
+    """The scatter-adds of the index gradients: repeated tokens add up, the padding row gets nothing."""
+    rng = np.random.default_rng(0)
+    g = Graph("emb")
+    tokens = g.add_input("tokens", [Dim(2, Purpose.N), Dim(6, Purpose.S)], "int64")
+    table = g.add_param("table", rng.standard_normal((7, 4)).astype(np.float32))
+    pos = g.add_param("pos", rng.standard_normal((3, 6, 4)).astype(np.float32))
+    (y,) = g.add_layer("embedding", [tokens, table], {"padding_idx": 0})
+    index = g.add_const("index", np.array([[[2, 0, 2, 1]] * 6] * 2, dtype=np.int64))
+    (p,) = g.add_layer("gather_elements", [pos, index], {"axis": 0})
+    (row,) = g.add_layer("gather", [pos, g.add_const("rows", np.array([5, 5, 0], dtype=np.int64))], {"axis": 1})
+    (y,) = g.add_layer("add", [y, p])
+    (y,) = g.add_layer("mul", [y, g.add_layer("reduce_mean", [row], {"axes": (0, 1), "keepdims": False})[0]])
+    g.outputs = [y]
+    _check(g, [np.array([[1, 0, 3, 3, 6, 0], [2, 3, 3, 1, 0, 5]], dtype=np.int64)], 1, set(), set())

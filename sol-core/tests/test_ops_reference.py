@@ -211,6 +211,23 @@ def test_misc_ops() -> None:
     check("channel_shuffle", [rand(2, 6, 3, 3)], {"groups": 3}, lambda x: F.channel_shuffle(x, 3))
 
 
+def test_indexing_ops() -> None:
+    x = rand(3, 5, 4)
+    index = np.array([[[4, 0], [1, 1]], [[0, 2], [3, 4]]])  # smaller than x in dims 0 and 2: torch.gather's rule
+    check("gather_elements", [x, index], {"axis": 1}, lambda x, i: torch.gather(x, 1, i))
+    check("gather", [x, np.array([2, 0, 2])], {"axis": 1}, lambda x, i: torch.index_select(x, 1, i))
+    check("gather", [x, np.array([[1, -1]])], {"axis": 2}, lambda x, i: x[:, :, i])
+    ints = rng.integers(-3, 4, (2, 5)).astype(np.int64)
+    check("cumsum", [ints], {"axis": 1}, lambda x: torch.cumsum(x, 1))
+    check("cumsum", [x], {"axis": 0, "reverse": True}, lambda x: torch.flip(torch.cumsum(torch.flip(x, [0]), 0), [0]))
+    check("cumprod", [x], {"axis": 2}, lambda x: torch.cumprod(x, 2))
+    flags = rng.integers(0, 2, (2, 3)).astype(bool)
+    check("bitwise_not", [flags], {}, lambda x: ~x)
+    check("bitwise_not", [ints], {}, lambda x: ~x)
+    check("bitwise_and", [flags, flags[:1]], {}, lambda a, b: a & b)
+    check("bitwise_or", [ints, ints[:, :1]], {}, lambda a, b: a | b)
+
+
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_attention(is_causal: bool) -> None:
     q, k, v = rand(2, 3, 5, 8), rand(2, 3, 5, 8), rand(2, 3, 5, 4)

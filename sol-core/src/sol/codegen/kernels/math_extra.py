@@ -53,6 +53,8 @@ def _logical_not(layer: Layer, a: list[str], index: tuple[str, ...], kc: KernelC
 
 @expression("bitwise_not")
 def _bitwise_not(layer: Layer, a: list[str], index: tuple[str, ...], kc: KernelContext) -> str:
+    if layer.outputs[0].dtype == "bool":  # C's ~ promotes to int: ~true is -2, true again as a bool
+        return f"(!({a[0]}))"
     return f"({_t(layer)})(~({a[0]}))"
 
 

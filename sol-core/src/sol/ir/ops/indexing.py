@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 
 from ...errors import SolUnsupportedError
-from ..graph import Dim, TensorType
+from ..graph import Dim, Layer, Tensor, TensorType
 from ..registry import op
-from ._shapes import normalize_axis
+from ._grad import GradBuilder, zeros_like
+from ._shapes import normalize_axis, product
 
 
 @op("gather")
@@ -33,10 +34,28 @@ class Gather:
         x, indices = inputs
         return [np.take(x, indices.astype(np.int64), axis=int(attrs["axis"]))]
 
+    @staticmethod
+    def gradient(layer: Layer, grads: list[Tensor | None], b: GradBuilder) -> list[Tensor | None]:
+        """dx = zeros with dy added at the taken places: the index tensor flattened to one axis, then a scatter-add."""
+        dy = grads[0]
+        x, indices = layer.inputs
+        if dy is None or not b.wants(x):
+            return [None, None]
+        axis = normalize_axis(int(layer.attrs["axis"]), x.rank)
+        count = product(indices.shape)
+        flat = (*x.shape[:axis], count, *x.shape[axis + 1:])
+        dy = b.one("reshape", [dy], {"shape": flat})
+        idx = b.one("reshape", [b.fwd(indices)], {"shape": (1,) * axis + (count,) + (1,) * (x.rank - axis - 1)})
+        idx = b.one("expand", [idx], {"shape": flat})
+        return [b.one("scatter_elements", [zeros_like(b, x), idx, dy], {"axis": axis, "reduction": "add"}), None]
+
 
 @op("gather_elements")
 class GatherElements:
-    """out[i] = x[i with i[axis] replaced by indices[i]]: inputs (x, indices); out has the shape of indices."""
+    """out[i] = x[i with i[axis] replaced by indices[i]]: inputs (x, indices); out has the shape of indices.
+
+    indices may be smaller than x in the other dims (torch.gather's rule; ONNX's GatherElements has them equal).
+    """
 
     @staticmethod
     def infer(inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
@@ -51,7 +70,18 @@ class GatherElements:
         axis = normalize_axis(int(attrs["axis"]), x.ndim)
         idx = indices.astype(np.int64)
         idx = np.where(idx < 0, idx + x.shape[axis], idx)
+        # torch.gather's index may be smaller than x in the other dims: x is read at the index's positions there
+        x = x[tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(idx.shape))]
         return [np.take_along_axis(x, idx, axis=axis)]
+
+    @staticmethod
+    def gradient(layer: Layer, grads: list[Tensor | None], b: GradBuilder) -> list[Tensor | None]:
+        dy = grads[0]
+        x, indices = layer.inputs
+        if dy is None or not b.wants(x):
+            return [None, None]
+        attrs = {"axis": layer.attrs["axis"], "reduction": "add"}
+        return [b.one("scatter_elements", [zeros_like(b, x), b.fwd(indices), dy], attrs), None]
 
 
 def _arg_infer(inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:

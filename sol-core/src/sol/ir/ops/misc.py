@@ -7,13 +7,20 @@ from typing import Any
 
 import numpy as np
 
-from ..graph import Dim, Purpose, TensorType
+from ...errors import SolUnsupportedError
+from ..graph import Dim, Layer, Purpose, Tensor, TensorType
 from ..registry import op
+from ._grad import GradBuilder, masked, zeros_like
+from ._shapes import product
 
 
 @op("embedding")
 class Embedding:
-    """weight[indices]: inputs (indices[...] integer, weight[V, E]) -> [..., E]."""
+    """weight[indices]: inputs (indices[...] integer, weight[V, E]) -> [..., E].
+
+    attrs: padding_idx (optional: the row that gets no gradient, PyTorch's rule), scale_grad_by_freq (no
+    gradient rule).
+    """
 
     @staticmethod
     def infer(inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
@@ -24,6 +31,26 @@ class Embedding:
     def reference(inputs: Sequence[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
         indices, weight = inputs
         return [weight[indices.astype(np.int64)]]
+
+    @staticmethod
+    def gradient(layer: Layer, grads: list[Tensor | None], b: GradBuilder) -> list[Tensor | None]:
+        """dweight = zeros with each row of dy added to the row its index names (except padding_idx's)."""
+        dy = grads[0]
+        indices, weight = layer.inputs
+        if dy is None or not b.wants(weight):
+            return [None, None]
+        if layer.attrs.get("scale_grad_by_freq", False):
+            raise SolUnsupportedError(f"layer {layer.name!r}: the gradient of an embedding with scale_grad_by_freq "
+                                      "is not supported")
+        count, width = product(indices.shape), weight.shape[1]
+        dy = b.one("reshape", [dy], {"shape": (count, width)})
+        idx = b.one("reshape", [b.fwd(indices)], {"shape": (count, 1)})
+        padding = layer.attrs.get("padding_idx")
+        if padding is not None:
+            keep = b.one("ne", [idx, b.array(np.array(int(padding), dtype=indices.dtype))])
+            dy = masked(b, keep, dy)
+        idx = b.one("expand", [idx], {"shape": (count, width)})
+        return [None, b.one("scatter_elements", [zeros_like(b, weight), idx, dy], {"axis": 0, "reduction": "add"})]
 
 
 @op("channel_shuffle")
