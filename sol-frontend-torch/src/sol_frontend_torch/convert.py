@@ -193,7 +193,7 @@ class Converter(Context):
             return self.sizes.size(val)  # size arithmetic: torch already computed it symbolically
         if key in IGNORED:
             return None
-        handler = HANDLERS.get(key) or (HANDLERS.get(key[:-1]) if key.endswith("_") else None)
+        handler = HANDLERS.get(key) or (HANDLERS.get(key[:-1]) if in_place(key) and not key.startswith("__") else None)
         if handler is None:
             raise SolUnsupportedError(
                 f"the PyTorch op {key} (in {module_path(node)}) is not supported by SOL. Replace that part of the model "
@@ -204,7 +204,7 @@ class Converter(Context):
             result = handler(self, *args, **kwargs)
         except SolUnsupportedError as error:
             raise SolUnsupportedError(f"{key} in {module_path(node)}: {error}") from None
-        if key.endswith("_") and args and isinstance(args[0], Tensor) and isinstance(node.args[0], torch.fx.Node):
+        if in_place(key) and args and isinstance(args[0], Tensor) and isinstance(node.args[0], torch.fx.Node):
             # In-place op: later readers of the mutated tensor must see the new value.
             self.env[node.args[0]] = result
             if args[0].kind == "param" and isinstance(result, Tensor):
@@ -236,6 +236,17 @@ class Converter(Context):
         used = {id(t) for layer in self.graph.layers for t in layer.inputs} | {id(t) for t in self.graph.outputs}
         used |= {id(t) for t in self.mutations.values()}
         self.graph.params = {name: t for name, t in self.graph.params.items() if id(t) in used}
+
+
+#: the in-place operator overloads among aten's dunder ops (``__and__`` is not in place, ``__iand__`` is)
+_IN_PLACE_DUNDERS = frozenset({"__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__"})
+
+
+def in_place(key: str) -> bool:
+    """Whether an aten op writes into its first argument: ``add_`` does, ``__and__`` (a Python operator) does not."""
+    if key.startswith("__") and key.endswith("__"):
+        return key in _IN_PLACE_DUNDERS
+    return key.endswith("_")
 
 
 def op_key(target: Any) -> str:

@@ -115,6 +115,42 @@ for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
     _register_compare(_name)
 
 
+@aten("remainder")
+def remainder(cx: Context, a: Any, b: Any) -> Tensor:
+    """Python's %: the result has the sign of the divisor."""
+    return cx.one("mod", [_operand(cx, a), _operand(cx, b)])
+
+
+@aten("fmod")
+def fmod(cx: Context, a: Any, b: Any) -> Tensor:
+    """C's remainder: the result has the sign of the dividend."""
+    return cx.one("fmod", [_operand(cx, a), _operand(cx, b)])
+
+
 @aten("where")
 def where(cx: Context, cond: Tensor, a: Any, b: Any) -> Tensor:
     return cx.one("where", [cond, _operand(cx, a), _operand(cx, b)])
+
+
+def _register_bitwise(names: tuple[str, ...], sol_name: str) -> None:
+    @aten(*names)
+    def bitwise(cx: Context, a: Any, b: Any) -> Tensor:
+        return cx.one(sol_name, [_operand(cx, a), _operand(cx, b)])
+
+
+_register_bitwise(("bitwise_and", "__and__", "__iand__"), "bitwise_and")
+_register_bitwise(("bitwise_or", "__or__", "__ior__"), "bitwise_or")
+_register_bitwise(("bitwise_xor", "__xor__", "__ixor__"), "bitwise_xor")
+_register_bitwise(("logical_and",), "logical_and")
+_register_bitwise(("logical_or",), "logical_or")
+_register_bitwise(("logical_xor",), "logical_xor")
+
+
+@aten("bitwise_not", "__invert__")
+def bitwise_not(cx: Context, x: Tensor) -> Tensor:
+    return cx.one("logical_not" if x.dtype == "bool" else "bitwise_not", [x])
+
+
+@aten("logical_not")
+def logical_not(cx: Context, x: Tensor) -> Tensor:
+    return cx.one("logical_not", [x])

@@ -286,8 +286,14 @@ def bernoulli(cx: Context, x: Tensor, p: Any = None, *_: Any, **__: Any) -> Tens
 
 
 @aten("embedding")
-def embedding(cx: Context, weight: Tensor, indices: Tensor, *_: Any) -> Tensor:
-    return cx.one("embedding", [indices, weight])
+def embedding(cx: Context, weight: Tensor, indices: Tensor, padding_idx: int = -1, scale_grad_by_freq: bool = False,
+              sparse: bool = False) -> Tensor:
+    attrs: dict[str, Any] = {}
+    if padding_idx >= 0:  # aten's -1: none (nn.Embedding has made a negative padding_idx positive already)
+        attrs["padding_idx"] = int(padding_idx)
+    if scale_grad_by_freq:
+        attrs["scale_grad_by_freq"] = True
+    return cx.one("embedding", [indices, weight], attrs)
 
 
 @aten("channel_shuffle", "native_channel_shuffle")

@@ -203,14 +203,16 @@ def amax(cx: Context, x: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor
     return cx.one("reduce_max", [x], {"axes": _axes(x, dim), "keepdims": bool(keepdim)})
 
 
-@aten("zeros", "ones", "full", "arange", "scalar_tensor", "zeros_like", "ones_like", "full_like", "tensor", "eye")
+@aten("zeros", "ones", "full", "arange", "scalar_tensor", "zeros_like", "ones_like", "full_like", "tensor", "eye",
+      "new_zeros", "new_ones", "new_full", "new_tensor", "linspace")
 def creation(cx: Context, *args: Any, **kwargs: Any) -> Tensor:
     """Tensors made from sizes alone become constants (evaluated now by torch)."""
     if any(isinstance(a, (Tensor, sympy.Basic)) for a in list(args[1:]) + list(kwargs.values())) or \
             (args and isinstance(args[0], sympy.Basic)) or not all(isinstance(s, int) for s in cx.meta_shape()):
         raise SolUnsupportedError("creating a tensor whose size depends on the wildcard batch or on another tensor is not supported")
-    if args and isinstance(args[0], Tensor):  # *_like: only the shape/dtype of the argument matter
-        args = (torch.empty(cx.meta_shape()),) + tuple(args[1:])
+    if args and isinstance(args[0], Tensor):  # *_like, new_*: only the shape/dtype of the argument matter
+        source = cx.node.args[0].meta["val"]  # type: ignore[union-attr]
+        args = (torch.empty(tuple(int(s) for s in source.shape), dtype=source.dtype),) + tuple(args[1:])
     kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "layout")}
     value = cx.node.target(*args, **kwargs)  # type: ignore[operator]
     return cx.graph.add_const(cx.where, np.asarray(value.detach().cpu().numpy()))
