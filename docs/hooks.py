@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sol.reference import config_reference_markdown, hook_reference_markdown
+from sol.reference import config_reference_markdown, device_runtime_reference_markdown, hook_reference_markdown
 
 MARKERS = {
     "<!-- sol:config-reference -->": config_reference_markdown,
     "<!-- sol:hook-reference -->": hook_reference_markdown,
+    "<!-- sol:device-runtime-reference -->": device_runtime_reference_markdown,
 }
 
 

@@ -50,3 +50,16 @@ def test_reference_pages_are_in_the_site():
     assert "configuration.md" in nav and "hook-reference.md" in nav
     assert "<!-- sol:config-reference -->" in (REPO / "docs" / "configuration.md").read_text()
     assert "<!-- sol:hook-reference -->" in (REPO / "docs" / "hook-reference.md").read_text()
+
+
+def test_the_device_runtime_contract_is_documented():
+    assert reference.undocumented_device_runtime() == []
+    text = reference.device_runtime_reference_markdown()
+    for name in reference.DEVICE_RUNTIME_RECORDS:
+        assert f"## `sol.records.{name}`" in text
+    for method in ("alloc", "copy_to_device", "copy_to_host", "copy_on_device", "load", "function", "launch",
+                   "synchronize", "address"):
+        assert f"- `{method}(" in text, method
+    if (REPO / "docs").is_dir():
+        assert "<!-- sol:device-runtime-reference -->" in (REPO / "docs" / "hook-reference.md").read_text()
+        assert (REPO / "docs" / "../sol-core/src/sol/testing/loopback.py").is_file()

@@ -306,6 +306,7 @@ class Launch:
     """A launch in flight: ``result()`` waits for it and returns what the launched function returned."""
 
     def result(self) -> int:
+        """Wait for the launch and return the function's return value (64 bits; an ``int`` status in the low 32)."""
         raise NotImplementedError
 
 
@@ -318,6 +319,7 @@ class DeviceAllocator:
         raise NotImplementedError
 
     def free(self, handle: int) -> None:
+        """Release memory `alloc` returned (after the work queued on it; a runtime may defer it to the queue)."""
         raise NotImplementedError
 
 
@@ -352,6 +354,7 @@ class DeviceRuntime(DeviceAllocator):
         raise NotImplementedError
 
     def copy_on_device(self, dst: DevicePointer, src: DevicePointer, nbytes: int, queue: Any = None) -> None:
+        """Device -> device, ``nbytes`` from ``src`` to ``dst``."""
         raise NotImplementedError
 
     def address(self, pointer: DevicePointer) -> int:

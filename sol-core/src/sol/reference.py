@@ -1,4 +1,4 @@
-"""Reference documentation generated from the code: config keys and hooks.
+"""Reference documentation generated from the code: config keys, hooks and the device-runtime contract.
 
 The documentation site renders these (``docs/hooks.py``), and a test checks
 that every hook, hook argument and config key is documented, so the
@@ -61,3 +61,41 @@ def config_reference_markdown() -> str:
         doc = key.doc.replace("|", "\\|")
         lines.append(f"| `{name}` | {type_name} | `{key.default!r}` | {doc} |")
     return "\n".join(lines)
+
+
+#: the records of the device-runtime contract, in the order the reference shows them
+DEVICE_RUNTIME_RECORDS = ("DeviceRuntime", "DeviceAllocator", "DevicePointer", "HostBuffer", "Copy", "Launch")
+
+
+def _public_methods(cls: type) -> list[tuple[str, object]]:
+    return [(name, fn) for name, fn in cls.__dict__.items() if inspect.isfunction(fn) and not name.startswith("_")]
+
+
+def device_runtime_reference_markdown() -> str:
+    """`Backend.runtime` and the records of `sol.records` a device with its own memory implements or passes."""
+    from . import records
+
+    runtime = records.Backend.runtime
+    lines = ["## `Backend.runtime`", "", f"```python\nruntime{inspect.signature(runtime)}\n```".replace("(self, ", "("),
+             "", inspect.getdoc(runtime) or "", ""]
+    for name in DEVICE_RUNTIME_RECORDS:
+        cls = getattr(records, name)
+        lines += [f"## `sol.records.{name}`", "", inspect.getdoc(cls) or "", ""]
+        for method, fn in _public_methods(cls):
+            signature = str(inspect.signature(fn)).replace("(self, ", "(").replace("(self)", "()")
+            lines += [f"- `{method}{signature}`: {(inspect.getdoc(fn) or '').strip()}"]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def undocumented_device_runtime() -> list[str]:
+    """Records and methods of the device-runtime contract without a docstring."""
+    from . import records
+
+    problems = [] if inspect.getdoc(records.Backend.runtime) else ["Backend.runtime"]
+    for name in DEVICE_RUNTIME_RECORDS:
+        cls = getattr(records, name)
+        if not cls.__doc__:
+            problems.append(name)
+        problems += [f"{name}.{method}" for method, fn in _public_methods(cls) if not getattr(fn, "__doc__", None)]
+    return problems
