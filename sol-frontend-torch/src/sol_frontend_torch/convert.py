@@ -197,7 +197,9 @@ class Converter(Context):
         if handler is None:
             raise SolUnsupportedError(
                 f"the PyTorch op {key} (in {module_path(node)}) is not supported by SOL. Replace that part of the model "
-                "with supported ops, or run it outside of the optimized model; please report it so it can be added")
+                "with supported ops, or run it outside of the optimized model: `torch.compile(model, backend=\"sol\")` "
+                "does that for you, compiling the parts SOL supports and running the rest in eager; please report it "
+                "so it can be added")
         args = self._resolve(node.args)
         kwargs = self._resolve(node.kwargs)
         try:
