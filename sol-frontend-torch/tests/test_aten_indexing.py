@@ -61,6 +61,16 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...], set[str]]] 
     "logical_ops": (lambda m, x: torch.logical_or(torch.logical_and(x > 0, x < 1), torch.logical_not(x > -0.5)),
                     (x3,), {"logical_or", "logical_and", "logical_not"}),
     "int_bitwise": (lambda m, i: (i & 2) | (~i ^ 5), (ids,), {"bitwise_and", "bitwise_not", "bitwise_xor"}),
+    "max_dim": (lambda m, x: torch.max(x, 1), (x3,), {"reduce_max", "argmax"}),
+    "min_dim_keep": (lambda m, x: torch.min(x, -1, keepdim=True), (x3,), {"reduce_min", "argmin"}),
+    "max_min_all": (lambda m, x: (x.max(), x.min(), torch.max(x, x * 2)), (x3,), {"reduce_max", "reduce_min"}),
+    "argmax": (lambda m, x: (x.argmax(), x.argmin(1, keepdim=True), x.amin((0, 2))), (x3,), {"argmax", "argmin"}),
+    "masked_fill": (lambda m, x, i: x.masked_fill(i[:, None, :1] > 1, -1e4).masked_fill(x < -1, 0.5), (x3, ids),
+                    {"where"}),
+    "stack": (lambda m, x: torch.stack([x, x * 2, -x], 1), (x3,), {"concat"}),
+    "repeat": (lambda m, x: (x.repeat(2, 1, 3), x[0].repeat(3, 1, 2)), (x3,), {"expand"}),
+    "triu_tril": (lambda m, x: (torch.triu(x, 1), torch.tril(x > 0, -1), torch.tril(m.table.long())), (x3,), {"where"}),
+    "prod": (lambda m, x: x.prod(1), (x3,), {"reduce_prod"}),
     "new_ones": (lambda m, i: i.new_ones(()) & (i > 1) | i.new_zeros((2, 3), dtype=torch.bool), (ids,), set()),
 }
 
@@ -69,3 +79,25 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...], set[str]]] 
 def test_matches_eager(frontend: TorchFrontend, name: str) -> None:
     fn, inputs, ops = CASES[name]
     _check(frontend, fn, *inputs, ops=ops)
+
+
+class _Everything(torch.nn.Module):
+    def forward(self, x: torch.Tensor, i: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        v, k = torch.max(x, 1)
+        y = torch.stack([x, -x], 1).repeat(1, 1, 2, 1)
+        t = torch.triu(x, 1).masked_fill(i[:, None, :1] > 1, -1e4)
+        g = torch.gather(x, 1, i[:, :2, None].expand(2, 2, 3))
+        return v, k, y, t, torch.cumsum(i.ne(1).int(), 1) * i, g, x[:, i, i[:, :1] % 4], (i > 1) & ~(i > 3)
+
+
+def test_compiled_matches_eager(sol_cache_dir: Any) -> None:
+    """One build of them all: the generated code of what these translate to."""
+    import sol.pytorch as sol
+
+    model = _Everything().eval()
+    with torch.no_grad():
+        want = model(x3, ids)
+        got = sol.optimize(model, x3, ids)(x3, ids)
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

@@ -1,10 +1,15 @@
-"""Indexing aten ops: gathers by index tensors (torch.gather, index_select), cumulative sums and products,
-arg-reductions and min/max with indices."""
+"""Indexing aten ops: gathers by index tensors (torch.gather, index_select, advanced indexing), cumulative sums and
+products, min/max with indices and arg-reductions, masked_fill, stack, repeat, triu/tril.
+
+The last ones are compositions of SOL ops (where, reshape + concat, reshape + expand), so their shape rules,
+references, gradients and generated code are those of the ops they are made of.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from sol.errors import SolUnsupportedError
 from sol.ir import Tensor, TensorType
 from sol.ir.ops import broadcast
@@ -93,3 +98,103 @@ def cumulative(cx: Context, x: Tensor, dim: int, *, dtype: Any = None) -> Tensor
         x = cx.one("cast", [x], {"dtype": want})
     name = cx.node.target.__name__.split(".")[0]  # type: ignore[union-attr]
     return cx.one(name, [x], {"axis": axis(dim, x.rank)})
+
+
+def _dims(x: Tensor, dim: Any) -> tuple[int, ...]:
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return tuple(range(x.rank))
+    return tuple(sorted(axis(d, x.rank) for d in (dim if isinstance(dim, (list, tuple)) else [dim])))
+
+
+def _extremum(cx: Context, x: Tensor, dim: Any, keepdim: bool, largest: bool) -> Any:
+    """max/min: of everything (no dim), or along dim as (values, indices) (torch's first index among ties)."""
+    reduce = "reduce_max" if largest else "reduce_min"
+    if dim is None:
+        return cx.one(reduce, [x], {"axes": _dims(x, None), "keepdims": False})
+    d = axis(dim, x.rank)
+    values = cx.one(reduce, [x], {"axes": (d,), "keepdims": bool(keepdim)})
+    indices = cx.one("argmax" if largest else "argmin", [x], {"axis": d, "keepdims": bool(keepdim)})
+    return values, indices
+
+
+@aten("max")
+def max_(cx: Context, x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+    if isinstance(dim, Tensor):  # torch.max(a, b): elementwise
+        return cx.one("maximum", [x, dim])
+    return _extremum(cx, x, dim, keepdim, True)
+
+
+@aten("min")
+def min_(cx: Context, x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+    if isinstance(dim, Tensor):
+        return cx.one("minimum", [x, dim])
+    return _extremum(cx, x, dim, keepdim, False)
+
+
+@aten("amin")
+def amin(cx: Context, x: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
+    return cx.one("reduce_min", [x], {"axes": _dims(x, dim), "keepdims": bool(keepdim)})
+
+
+@aten("prod")
+def prod(cx: Context, x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    return cx.one("reduce_prod", [x], {"axes": _dims(x, dim), "keepdims": bool(keepdim)})
+
+
+def _register_arg(name: str) -> None:
+    @aten(name)
+    def arg(cx: Context, x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+        if dim is None:  # over the flattened tensor
+            flat = cx.one("reshape", [x], {"shape": (x.numel,)}) if x.rank != 1 else x
+            out = cx.one(name, [flat], {"axis": 0, "keepdims": False})
+            return cx.one("reshape", [out], {"shape": cx.meta_shape()}) if keepdim else out
+        return cx.one(name, [x], {"axis": axis(dim, x.rank), "keepdims": bool(keepdim)})
+
+
+_register_arg("argmax")
+_register_arg("argmin")
+
+
+@aten("masked_fill")
+def masked_fill(cx: Context, x: Tensor, mask: Tensor, value: Any) -> Tensor:
+    """value where the (broadcast) bool mask holds, else x."""
+    fill = value if isinstance(value, Tensor) else cx.const(value)
+    return cx.one("where", [mask, fill, x])
+
+
+@aten("stack")
+def stack(cx: Context, tensors: list[Tensor], dim: int = 0) -> Tensor:
+    d = axis(dim, tensors[0].rank + 1)
+    parts = [cx.one("reshape", [t], {"shape": (*t.shape[:d], 1, *t.shape[d:])}) for t in tensors]
+    return parts[0] if len(parts) == 1 else cx.one("concat", parts, {"axis": d})
+
+
+@aten("repeat")
+def repeat(cx: Context, x: Tensor, repeats: list[Any]) -> Tensor:
+    """Tiles: each dim of size s repeated r times is (r, s) broadcast, then flattened (the copy index is outer)."""
+    lead = len(repeats) - x.rank
+    shape = (1,) * lead + tuple(x.shape)
+    split: list[Any] = []
+    tiled: list[Any] = []
+    for r, s in zip(repeats, shape, strict=True):
+        split += [1, s]
+        tiled += [r, s]
+    y = cx.one("reshape", [x], {"shape": tuple(split)})
+    y = cx.one("expand", [y], {"shape": tuple(tiled)})
+    return cx.one("reshape", [y], {"shape": cx.meta_shape()})
+
+
+def _register_triangle(name: str) -> None:
+    @aten(name)
+    def triangle(cx: Context, x: Tensor, diagonal: int = 0) -> Tensor:
+        """x where the constant triangle mask of the last two dims holds, else 0."""
+        rows, cols = x.shape[-2], x.shape[-1]
+        if not isinstance(rows, int) or not isinstance(cols, int):
+            raise SolUnsupportedError(f"{name} along the wildcard batch dimension is not supported")
+        keep = (np.tril if name == "tril" else np.triu)(np.ones((rows, cols), dtype=bool), int(diagonal))
+        zero = cx.const(False if x.dtype == "bool" else 0 if not x.dtype.startswith(("float", "bfloat")) else 0.0)
+        return cx.one("where", [cx.graph.add_const(f"{name}_mask", keep), x, zero])
+
+
+_register_triangle("triu")
+_register_triangle("tril")
