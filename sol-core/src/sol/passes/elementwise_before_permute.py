@@ -39,11 +39,14 @@ a shape other than the moved layer's. Hence the measure
         followed from P's output through movable layers of the same shape and
         permutes,
 
-drops by exactly one per move (the moved layer leaves P's chain; chains that
-ran through ``x`` still hold it; no chain runs through a refused-to-be-sole
-operand; the inserted permutes have empty chains or are not eligible), and
-the pass stops after at most M (<= permutes x movable layers) moves. The
-pass driver's budget (`sol.passes.budget`) backs this up.
+drops by exactly one per move: the moved layer leaves P's chain (the
+re-created permute keeps the rest of it); a chain that ran through ``x``
+still holds the moved layer; no chain runs through an operand (a full-size
+one on a chain has a producer and only the moved layer reads it: refused;
+a broadcast one ends its chain); and the inserted operand permutes are not
+eligible or have empty chains. Eligibility never changes either, as reader
+counts do not. So the pass stops after at most M (<= permutes x movable
+layers) moves. The pass driver's budget (`sol.passes.budget`) backs this up.
 """
 
 from __future__ import annotations
