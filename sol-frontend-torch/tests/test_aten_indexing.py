@@ -71,6 +71,8 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...], set[str]]] 
     "repeat": (lambda m, x: (x.repeat(2, 1, 3), x[0].repeat(3, 1, 2)), (x3,), {"expand"}),
     "triu_tril": (lambda m, x: (torch.triu(x, 1), torch.tril(x > 0, -1), torch.tril(m.table.long())), (x3,), {"where"}),
     "prod": (lambda m, x: x.prod(1), (x3,), {"reduce_prod"}),
+    "rotary_math": (lambda m, x: (x.cos() * x.sin() + x.floor() - x.ceil() + x.sign(), x.tanh().atanh()), (x3,),
+                    {"cos", "sin", "floor", "ceil", "sign", "atanh"}),
     "new_ones": (lambda m, i: i.new_ones(()) & (i > 1) | i.new_zeros((2, 3), dtype=torch.bool), (ids,), set()),
 }
 

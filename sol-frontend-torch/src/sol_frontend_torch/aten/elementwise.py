@@ -12,7 +12,9 @@ from ._registry import Context, aten
 _UNARY = {
     "relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "silu": "silu", "hardswish": "hardswish",
     "hardsigmoid": "hardsigmoid", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "neg": "neg",
-    "abs": "abs", "erf": "erf", "reciprocal": "reciprocal",
+    "abs": "abs", "erf": "erf", "reciprocal": "reciprocal", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin",
+    "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
+    "floor": "floor", "ceil": "ceil", "sign": "sign", "isnan": "isnan",
 }
 
 
