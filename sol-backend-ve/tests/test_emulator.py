@@ -207,7 +207,9 @@ def test_module_and_function_errors(dev, kernels, tmp_path):
 
 def test_server_is_a_separate_exec_d_process(emulated):
     v = emulated()
-    v.device(0)
+    dev = v.device(0)
+    dev.free(dev.alloc(8))  # a round trip: the server answers only after its exec (before, /proc says python)
+    dev.synchronize()
     pid = ctypes.c_int()
     v.lib.solVedaEmuServerPid(ctypes.byref(pid))
     assert pid.value > 0 and pid.value != os.getpid()

@@ -201,6 +201,8 @@ void worker_loop() {
 
 VEDAresult lost_error() { return fail(VEDA_ERROR_VEO_COMMAND_EXCEPTION, g.lost_detail); }
 
+void stop_server();
+
 VEDAresult start_server() {
     int fds[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
@@ -227,6 +229,13 @@ VEDAresult start_server() {
     g.stopping = false;
     g.lost = false;
     g.worker = std::thread(worker_loop);
+    // A process that exits without vedaExit (Python at shutdown) must not destroy a joinable worker thread
+    // (std::terminate): stop the server first, as vedaExit would.
+    static bool stop_at_exit = false;
+    if (!stop_at_exit) {
+        atexit(stop_server);
+        stop_at_exit = true;
+    }
     return VEDA_SUCCESS;
 }
 
