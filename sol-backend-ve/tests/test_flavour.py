@@ -178,7 +178,9 @@ def _run_emulator_build(model, example, tmp_path: Path) -> tuple[np.ndarray, np.
     source = tmp_path / "model.cpp"
     source.write_text(_ve_source(graph))
     library = tmp_path / "model.so"
-    done = subprocess.run(toolchain.emulator_command(source, library), capture_output=True, text=True, check=False)
+    # the emulated VE's extras link its libvednn, which the flavour's Conv/Linear calls (sol_backend_ve.vednn)
+    command = toolchain.emulator_command(source, library, *VeFlavour(emulate=True).emulator_extras())
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     compiled = CompiledModel(graph, library, model_prefix(graph))
     params = {name: np.asarray(t.data) for name, t in graph.params.items()}

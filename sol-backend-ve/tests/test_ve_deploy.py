@@ -129,7 +129,7 @@ def test_ve_wrapper_runs_on_the_host(tmp_path):
 
     model, x = small_cnn()
     graph = _parse(model, (x,))
-    flavour = VeFlavour(emulate=True)
+    flavour = VeFlavour(emulate=True, dnn=False)  # deployed libraries are library-free (VeDeployTarget.flavour)
     generated = sources(graph, plan(graph, flavour), flavour, lib_name="libvecnn", func="sol_predict",
                         device_type="ve", kind="static", flags="", weights_file=None,
                         blob_path=tmp_path / "weights.bin")

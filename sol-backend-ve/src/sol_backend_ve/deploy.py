@@ -78,8 +78,9 @@ class VeDeployTarget(DeployTarget):
         from .flavour import VeFlavour  # lazy: importing the plugin stays cheap
 
         # Only the code generation of the flavour is used (its deploy_wrapper is render_wrapper's); the
-        # deploy driver compiles with compiler() and flags().
-        return VeFlavour(emulate=False)
+        # deploy driver compiles with compiler() and flags(). Deployed libraries are library-free (no vednn call:
+        # the program linking them needs nothing beyond OpenMP and libm).
+        return VeFlavour(emulate=False, dnn=False)
 
     def libraries(self, flavour: Any, options: Mapping[str, str]) -> DeployLibraries:
         return DeployLibraries(notes=(NCC_NOTE if self.ncc() is not None else CLANG_NOTE,))

@@ -14,6 +14,11 @@ fixed-width integer types, INFINITY/NAN, a `std::numeric_limits` shim,
 builds for the host with g++, for the emulated VE (``SOL_VE_EMULATE=1``).
 
 Exported functions take no ``bool`` (one byte on the host, four on the VE).
+
+Conv/Linear and their gradients call vednn (`VednnModule`) when it is there:
+always on the emulated VE (the emulator's libvednn), on a real VE when NEC's
+vednn is installed (``ve::vednn``, else /opt/nec/ve); ``ve::dnn`` False (or
+``dnn=False``) generates library-free code for every layer.
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import sol
 from sol.codegen import Flavour
 from sol.codegen.flavour import MATH_FUNCTIONS
 from sol.codegen.nest import Block, Loop, Node
 from sol.errors import SolBuildError
 
 from . import toolchain
+from .vednn import DECLARATIONS, DNN_KEY, VednnInstall, VednnModule, find_vednn
 
 #: elements of one VE vector register (64-bit lanes)
 VECTOR_LENGTH = 256
@@ -143,18 +150,27 @@ class VeFlavour(Flavour):
     ``emulate``: build for the emulated VE (default: ``SOL_VE_EMULATE=1``). ``cxx``: the nc++ to use
     (default: ``ve::cxx``, searched as `toolchain.find_cxx` does). ``emulator_include_dirs`` and
     ``emulator_link_flags``: what the emulated VE's libraries need on the g++ line (default: the emulator's
-    `toolchain.emulator_build_extras` hook).
+    `toolchain.emulator_build_extras` hook). ``dnn``: call vednn for Conv/Linear (default: ``ve::dnn``, when vednn
+    is installed; the emulated VE always has it).
     """
 
     name = "ve"
 
     def __init__(self, *, emulate: bool | None = None, cxx: str | None = None,
                  emulator_include_dirs: Sequence[str] | None = None,
-                 emulator_link_flags: Sequence[str] | None = None) -> None:
+                 emulator_link_flags: Sequence[str] | None = None, dnn: bool | None = None) -> None:
         self._emulate = emulate
         self._cxx = cxx
         self._include_dirs = None if emulator_include_dirs is None else tuple(emulator_include_dirs)
         self._link_flags = None if emulator_link_flags is None else tuple(emulator_link_flags)
+        wanted = bool(sol.config.get(DNN_KEY.name, DNN_KEY.default)) if dnn is None else dnn
+        self._vednn: VednnInstall | None = None
+        if wanted and self.emulated:
+            self.dnn = VednnModule("emulated")  # the emulator's libvednn (its build is in toolchain_id)
+        elif wanted:
+            self._vednn = find_vednn()
+            if self._vednn is not None:
+                self.dnn = VednnModule(str(self._vednn.library))
 
     # -- math and prelude ---------------------------------------------------------
     def math(self, fn: str) -> str:
@@ -163,7 +179,7 @@ class VeFlavour(Flavour):
         return f"sol_ncc_{fn}"
 
     def prelude(self) -> str:
-        return PRELUDE
+        return PRELUDE + DECLARATIONS if self.dnn is not None else PRELUDE
 
     def profile_clock_declarations(self) -> str:
         return PROFILE_CLOCK
@@ -223,7 +239,8 @@ class VeFlavour(Flavour):
         if self.emulated:
             self._gxx()
             return toolchain.emulator_command(source, library, *self.emulator_extras())
-        return toolchain.native_command(self._ncc(), source, library)
+        command = toolchain.native_command(self._ncc(), source, library)
+        return [*command, *self._vednn.link_flags] if self._vednn is not None else command
 
     def toolchain_id(self) -> str:
         if self.emulated:
@@ -232,7 +249,8 @@ class VeFlavour(Flavour):
             return (f"ve|emulated|{gxx}|{toolchain.compiler_version(gxx)}|{' '.join(toolchain.EMULATOR_FLAGS)}|"
                     f"{' '.join(dirs)}|{' '.join(flags)}")
         ncc = self._ncc()
-        return f"ve|nc++|{ncc}|{toolchain.compiler_version(ncc)}|{' '.join(toolchain.NCC_FLAGS)}"
+        vednn = f"|{' '.join(self._vednn.link_flags)}" if self._vednn is not None else ""
+        return f"ve|nc++|{ncc}|{toolchain.compiler_version(ncc)}|{' '.join(toolchain.NCC_FLAGS)}{vednn}"
 
 
 def _loops(nodes: Sequence[Node]) -> list[Loop]:
