@@ -78,6 +78,16 @@ class Flavour(abc.ABC):
         """
         return "#include <time.h>"
 
+    def render_module(self, **context: Any) -> str:
+        """The whole source of one model from the rendered programs (the variables of ``module.j2``).
+
+        A host flavour keeps the default; a device whose main loop runs on the host (CUDA: one kernel launch per
+        Cluster) turns each Cluster's nodes into a kernel of its own and the programs into host code.
+        """
+        from .templates import render
+
+        return render("module.j2", **context)
+
     def deploy_wrapper(self, **context: Any) -> str:
         """The source of a ``sol.deploy`` library: the model's code (``model_source``) plus the C API.
 

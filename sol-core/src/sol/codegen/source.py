@@ -22,7 +22,6 @@ from .flavour import Flavour
 from .kernels import EXPRESSIONS, KernelContext, elementwise_operands, emit_layer
 from .memory import MemoryPlan, materialised
 from .nest import Emit, Node, Stmt, replace_emits
-from .templates import render
 
 FORWARD_SIGNATURE = ("void* ctx, const void** inputs, const void** params, void** outputs, void* workspace, "
                      "int64_t batch")
@@ -126,8 +125,7 @@ def generate(graph: Graph, programs: Programs, memory: MemoryPlan, flavour: Flav
             if packing:
                 items.append(RenderedCluster(len(clusters), "library calls: pack weights", packing))
         rendered.append(RenderedProgram(name, doc, signature, pointers, items))
-    return render(
-        "module.j2",
+    return flavour.render_module(
         sol_version=__version__,
         model=graph.name,
         graph_hash=graph.structural_hash()[:16],
