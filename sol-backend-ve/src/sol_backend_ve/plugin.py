@@ -8,6 +8,7 @@ from sol.records import ConfigKey
 from .backend import VeBackend
 from .deploy import VeDeployTarget
 from .toolchain import CXX_KEY
+from .torch_ve import FALLBACK_KEY
 from .vednn import DNN_KEY, VEDNN_KEY
 
 
@@ -18,7 +19,7 @@ def sol_backends() -> list[VeBackend]:
 
 @sol.hookimpl
 def sol_config_keys() -> list[ConfigKey]:
-    return [CXX_KEY, DNN_KEY, VEDNN_KEY]
+    return [CXX_KEY, DNN_KEY, VEDNN_KEY, FALLBACK_KEY]
 
 
 @sol.hookimpl

@@ -1,0 +1,184 @@
+"""PyTorch's own ``VE`` device, backed by VEDA (or SOL's emulated VE): tensors live on the VE.
+
+``register()`` installs ``torch.ve`` (`sol_backend_ve.torch_ve.device`), ``Tensor.ve()`` and
+``Module.ve()``; where a VE is visible it also loads the C++ extension (``sol_torch_ve.cpp``: allocator
+over VEDA memory, device guard, empty/strided/views/resize, copies, ``fill_``/``zero_``,
+``_local_scalar_dense``, and a CPU fallback for every other op). The extension is compiled against the
+installed torch on first use, once per torch and Python version, into SOL's cache (the "torch-ve" stage
+of SOL's progress line), in a child process. It never runs inside ``import torch``, and ``import sol``
+never imports torch. Any failure is one warning; ``torch.ve.is_available()`` is then False.
+
+A VE tensor's ``data_ptr()`` is the raw VE address generated code reads (``vedaMemPtr``), so SOL's
+compiled models take VE tensors' pointers as they are (`sol.runtime.offload.OffloadedModel.run_on_device`).
+
+Ops without a native kernel run on the CPU (inputs copied there and results back), with one warning per
+op naming it; ``sol.config["ve::cpu_fallback"] = False`` makes them raise instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import subprocess
+import sys
+import threading
+import warnings
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from sol.records import ConfigKey
+
+SOURCE = Path(__file__).with_name("sol_torch_ve.cpp")
+NAME = "sol_torch_ve"
+
+FALLBACK_KEY = ConfigKey("ve::cpu_fallback", bool, True,
+                         "Run PyTorch ops that have no VE kernel on the CPU (copying their VE tensors there and back, "
+                         "one warning per op); False raises instead, naming the op.")
+
+_lock = threading.RLock()
+_state: dict[str, Any] = {"registered": False, "extension": None, "reason": "not registered yet"}
+_warned: set[str] = set()
+#: ops that ran through the CPU fallback in this process, and how often
+fallback_counts: dict[str, int] = {}
+
+
+def extension() -> ModuleType | None:
+    """The loaded C++ extension, or None (``reason()`` says why)."""
+    return _state["extension"]
+
+
+def reason() -> str:
+    """Why the VE cannot be used from PyTorch (empty once it can)."""
+    return "" if _state["extension"] is not None else str(_state["reason"])
+
+
+def register() -> bool:
+    """Install ``torch.ve``, ``Tensor.ve()``, ``Module.ve()`` and, where a VE is visible, load the extension.
+
+    Idempotent; never raises: a failure is one warning and ``torch.ve.is_available()`` False.
+    """
+    with _lock:
+        if _state["registered"]:
+            return _state["extension"] is not None
+        _state["registered"] = True
+        import torch
+
+        from . import device
+
+        try:
+            if not hasattr(torch, "ve"):
+                torch._register_device_module("ve", device)
+            _install_methods(torch)
+        except Exception as exc:  # noqa: BLE001 - torch must keep working
+            warnings.warn(f"SOL could not register torch.ve: {exc}", stacklevel=2)
+            _state["reason"] = str(exc)
+            return False
+        try:
+            from ..veda import find_library, open_veda
+
+            veda, why = open_veda()
+            if veda is None:
+                _state["reason"] = why  # no VE here: nothing to warn about
+                return False
+            path, _, _ = find_library()
+            module = _load()
+            module.init(str(path), _fallback_policy)
+        except Exception as exc:  # noqa: BLE001
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            _state["reason"] = why
+            warnings.warn(f"SOL's PyTorch VE device is not available: {why}", stacklevel=2)
+            return False
+        _state["extension"] = module
+        _state["reason"] = ""
+        return True
+
+
+def _install_methods(torch: Any) -> None:
+    def tensor_ve(self: Any, device: Any = None, non_blocking: bool = False, memory_format: Any = None) -> Any:
+        """This tensor on the VE (``device``: an index, ``"ve:N"`` or a torch.device; default: the current VE)."""
+        options = {"memory_format": memory_format} if memory_format is not None else {}
+        return self.to(_ve_device(device), non_blocking=non_blocking, **options)
+
+    def module_ve(self: Any, device: Any = None) -> Any:
+        """Move all parameters and buffers to the VE (like ``Module.cuda()``)."""
+        return self._apply(lambda t: t.ve(device))
+
+    if not hasattr(torch.Tensor, "ve"):
+        torch.Tensor.ve = tensor_ve
+    if not hasattr(torch.nn.Module, "ve"):
+        torch.nn.Module.ve = module_ve
+    if not hasattr(torch.Tensor, "is_ve"):
+        torch.Tensor.is_ve = property(lambda self: self.device.type == "ve")
+
+
+def _ve_device(device: Any) -> Any:
+    import torch
+
+    if device is None:
+        return torch.device("ve", torch.ve.current_device())
+    if isinstance(device, int):
+        return torch.device("ve", device)
+    device = torch.device(device)
+    if device.type != "ve":
+        raise ValueError(f"expected a VE device, got {device}")
+    return device
+
+
+def _fallback_policy(op: str) -> str | None:
+    """Called by the extension before an op runs on the CPU: None lets it, a message refuses."""
+    import sol
+
+    if not sol.config[FALLBACK_KEY.name]:
+        return (f"{op} has no VE kernel in SOL and sol.config['ve::cpu_fallback'] is False: move its inputs to the "
+                f"CPU with .cpu() for this op, or allow the CPU fallback")
+    fallback_counts[op] = fallback_counts.get(op, 0) + 1
+    if op not in _warned:
+        _warned.add(op)
+        warnings.warn(f"{op} has no VE kernel: it runs on the CPU (its VE tensors are copied there and back; "
+                      "sol.config['ve::cpu_fallback'] = False raises instead)", stacklevel=2)
+    return None
+
+
+# -- the build ----------------------------------------------------------------------------------------------------
+
+
+def _key() -> str:
+    import torch
+
+    identity = "\0".join([SOURCE.read_text(), torch.__version__, str(Path(torch.__file__).resolve().parent),
+                          sys.version])
+    return hashlib.sha256(identity.encode()).hexdigest()
+
+
+def _load() -> ModuleType:
+    """The extension module: from SOL's cache, compiled there first (in a child process) if missing."""
+    if NAME in sys.modules:
+        return sys.modules[NAME]
+    import sol
+    from sol.debug import progress
+
+    def build(directory: Path) -> dict[str, str]:
+        import torch
+
+        with progress.compiling("PyTorch VE device", stages=("torch-ve",)):
+            progress.stage("torch-ve")
+            script = ("import sys; from torch.utils.cpp_extension import load; "
+                      f"load(name={NAME!r}, sources=[{str(SOURCE)!r}], build_directory={str(directory)!r}, "
+                      "extra_cflags=['-O2', '-w'], extra_ldflags=['-ldl'], verbose=False)")
+            result = subprocess.run([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, check=False)
+            if result.returncode != 0:
+                raise RuntimeError(f"compiling {SOURCE.name} failed (kept in {directory}):\n{result.stdout[-3000:]}")
+        return {"torch": torch.__version__}
+
+    entry = sol.cache.get_or_build(_key(), build)
+    library = entry.file(f"{NAME}.so")
+    loader = importlib.machinery.ExtensionFileLoader(NAME, str(library))
+    spec = importlib.util.spec_from_file_location(NAME, str(library), loader=loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    sys.modules[NAME] = module
+    return module
