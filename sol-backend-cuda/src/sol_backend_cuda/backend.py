@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from sol.records import Backend, ProbeResult
 
 from .driver import CudaDriver, CudaError
 from .probe import probe_driver
 from .toolkit import configured_nvcc, find_nvcc, nvcc_version
+
+if TYPE_CHECKING:
+    from .flavour import CudaFlavour
 
 
 class CudaBackend(Backend):
@@ -20,6 +24,12 @@ class CudaBackend(Backend):
 
     def probe(self) -> ProbeResult:
         return probe_driver(CudaDriver.load())
+
+    def flavour(self) -> CudaFlavour:
+        """The CUDA flavour (imports the code generator: only when compiling)."""
+        from .flavour import CudaFlavour
+
+        return CudaFlavour()
 
     def versions(self) -> Mapping[str, str]:
         return {"nvcc": nvcc_version(find_nvcc(configured_nvcc())), "driver": _driver_version()}

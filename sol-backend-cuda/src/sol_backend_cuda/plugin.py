@@ -6,7 +6,7 @@ import sol
 from sol.records import ConfigKey
 
 from .backend import CudaBackend
-from .toolkit import NVCC_KEY
+from .toolkit import CC_KEY, NVCC_KEY
 
 
 @sol.hookimpl
@@ -16,4 +16,4 @@ def sol_backends() -> list[CudaBackend]:
 
 @sol.hookimpl
 def sol_config_keys() -> list[ConfigKey]:
-    return [NVCC_KEY]
+    return [NVCC_KEY, CC_KEY]

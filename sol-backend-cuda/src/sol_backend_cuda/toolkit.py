@@ -2,7 +2,8 @@
 
 nvcc is often not on PATH (the toolkit lives in /usr/local/cuda/bin), so
 unless ``cuda::nvcc`` names one, SOL looks where PyTorch's extension builder
-looks too: PATH, then $CUDA_HOME / $CUDA_PATH, then /usr/local/cuda.
+looks too: PATH, then $CUDA_HOME / $CUDA_PATH, then /usr/local/cuda, then the newest
+/usr/local/cuda-X.Y.
 """
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ NVCC_KEY = ConfigKey(
     "nvcc",
     "The CUDA compiler; the default searches PATH, $CUDA_HOME/bin, $CUDA_PATH/bin and /usr/local/cuda/bin.",
 )
+CC_KEY = ConfigKey(
+    "nvidia::cc",
+    str,
+    "",
+    "Compute capabilities to build CUDA code for, e.g. \"90\" or \"80,90\" (a fat binary); empty: the first CUDA "
+    "device's, else 90 (H100/H200), so artifacts built without a GPU are cache hits on one.",
+)
 #: seconds ``nvcc --version`` may take (a toolkit on a network file system can be slow)
 TIMEOUT_S = 10.0
 MISSING = "not installed (CUDA toolkit; put nvcc on PATH, set CUDA_HOME or sol.config['cuda::nvcc'])"
@@ -38,6 +46,17 @@ def find_nvcc(configured: str) -> str | None:
     roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
     for root in filter(None, roots):
         candidate = Path(root) / "bin" / "nvcc"
+        if os.access(candidate, os.X_OK):
+            return str(candidate)
+    return _versioned_toolkit()
+
+
+def _versioned_toolkit(root: Path = Path("/usr/local")) -> str | None:
+    """nvcc of the newest versioned toolkit (/usr/local/cuda-13.0/bin) where no /usr/local/cuda link exists."""
+    def version(path: Path) -> list[int]:
+        return [int(x) for x in re.findall(r"\d+", path.parent.parent.name)]
+
+    for candidate in sorted(root.glob("cuda-*/bin/nvcc"), key=version, reverse=True):
         if os.access(candidate, os.X_OK):
             return str(candidate)
     return None

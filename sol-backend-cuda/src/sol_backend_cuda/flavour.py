@@ -1,0 +1,238 @@
+"""The CUDA flavour of generated code: one ``__global__`` kernel per Cluster, launched by host code.
+
+Kernels: `sol_backend_cuda.kernels` maps each Cluster's loop nest onto the
+GPU (grid-stride loops of thread blocks over the outer parallel dims, threads
+over the innermost vector loop, or one warp per item with the vector loops over
+its lanes and reductions by warp shuffles). Math: ``sol_cuda_*`` macros over
+overloaded device functions (float stays float: ``expf``...).
+
+The main loop runs on the host (`DeviceRuntime.main_loop` "host"). The ABI is
+the one of every artifact plus the stream, as the last parameter:
+
+    int <prefix>_forward(void* ctx, const void** inputs, const void** params, void** outputs,
+                         void* workspace, int64_t batch, void* stream)
+    int <prefix>_prepare(void* ctx, const void** params, int64_t batch, void* stream)
+
+``ctx`` (the derived parameters), ``workspace`` and every entry of the
+pointer tables are device pointers; the tables themselves are host arrays.
+``stream`` is a ``cudaStream_t`` (NULL: the legacy default stream); the
+kernels are launched on it in Cluster order and the call returns without
+synchronising, with ``SOL_STATUS_LIBRARY`` when a launch failed. Errors that
+kernels find (an index out of range) set a device status word that
+``int <prefix>_status(void* stream)`` reads (synchronising that stream) and clears.
+
+Conv/Linear/MatMul are generated (library-free) today: ``dnn`` is the hook of the
+cuBLAS/cuDNN module to come (a `sol.codegen.dnn.DnnModule` whose forward lines
+are host code with ``sol_stream`` in scope).
+
+Build: ``nvcc`` for the compute capabilities ``nvidia::cc`` (default: the
+first CUDA device's, else 90); a list such as "80,90" builds a fat binary
+(SASS for each, plus PTX of the newest for GPUs that come later).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import sol
+from sol.codegen import Flavour
+from sol.codegen.flavour import MATH_FUNCTIONS
+from sol.codegen.nest import Node
+from sol.errors import SolBuildError, SolConfigError
+
+from . import kernels as kmap
+from .toolkit import CC_KEY, MISSING, configured_nvcc, find_nvcc, nvcc_version
+
+#: compute capability used when neither nvidia::cc nor a device says otherwise
+DEFAULT_CC = "90"
+NVCC_FLAGS = ("-O3", "-std=c++17", "--compiler-options", "-fPIC", "-shared",
+              # std::numeric_limits<T>::lowest() & co. are constexpr host functions: callable from kernels with this
+              "--expt-relaxed-constexpr",
+              # unused helpers and host variables (every module declares the whole prelude): noise in build logs
+              "-diag-suppress", "177,550")
+
+_UNARY = ("exp", "expm1", "log", "log1p", "sqrt", "tanh", "erf", "floor", "ceil", "trunc", "sin", "cos", "tan",
+          "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")
+_BINARY = ("pow", "fmod")
+
+
+def _prelude() -> str:
+    lines = [
+        "// Prelude of the CUDA flavour: device math (float stays float), the warp reductions, launch helpers.",
+        "#include <cuda_runtime.h>",
+        "#include <cmath>",
+        "#include <cstdint>",
+        "#include <cstring>",
+        "#include <limits>",
+        "",
+    ]
+    for fn in _UNARY:
+        lines.append(f"static __device__ __forceinline__ float sol_cuda_{fn}_(float x) {{ return ::{fn}f(x); }}")
+        lines.append(f"static __device__ __forceinline__ double sol_cuda_{fn}_(double x) {{ return ::{fn}(x); }}")
+        lines.append(f"template <class T> static __device__ __forceinline__ double sol_cuda_{fn}_(T x) "
+                     f"{{ return ::{fn}((double)x); }}")
+    for fn in _BINARY:
+        lines.append(f"static __device__ __forceinline__ float sol_cuda_{fn}_(float x, float y) "
+                     f"{{ return ::{fn}f(x, y); }}")
+        lines.append(f"static __device__ __forceinline__ double sol_cuda_{fn}_(double x, double y) "
+                     f"{{ return ::{fn}(x, y); }}")
+        lines.append(f"template <class A, class B> static __device__ __forceinline__ double sol_cuda_{fn}_(A x, B y) "
+                     f"{{ return ::{fn}((double)x, (double)y); }}")
+    lines += [
+        "static __device__ __forceinline__ float sol_cuda_abs_(float x) { return ::fabsf(x); }",
+        "static __device__ __forceinline__ double sol_cuda_abs_(double x) { return ::fabs(x); }",
+        "template <class T> static __device__ __forceinline__ T sol_cuda_abs_(T x) { return x < 0 ? (T)-x : x; }",
+        "// round half to even (numpy's and ONNX's rule)",
+        "static __device__ __forceinline__ float sol_cuda_round_(float x) { return ::rintf(x); }",
+        "static __device__ __forceinline__ double sol_cuda_round_(double x) { return ::rint(x); }",
+        "template <class T> static __device__ __forceinline__ double sol_cuda_round_(T x) { return (double)x; }",
+        "static __device__ __forceinline__ bool sol_cuda_isnan_(float x) { return ::isnan(x); }",
+        "static __device__ __forceinline__ bool sol_cuda_isnan_(double x) { return ::isnan(x); }",
+        "template <class T> static __device__ __forceinline__ bool sol_cuda_isnan_(T) { return false; }",
+        "static __device__ __forceinline__ bool sol_cuda_isinf_(float x) { return ::isinf(x); }",
+        "static __device__ __forceinline__ bool sol_cuda_isinf_(double x) { return ::isinf(x); }",
+        "template <class T> static __device__ __forceinline__ bool sol_cuda_isinf_(T) { return false; }",
+    ]
+    for fn in MATH_FUNCTIONS:
+        args = "x, y" if fn in _BINARY else "x"
+        lines.append(f"#define sol_cuda_{fn}({args}) sol_cuda_{fn}_({args})")
+    lines += [
+        "",
+        "// Warp reductions (butterfly: every lane ends with the bitwise same value, so lanes stay in step).",
+        "template <class T> static __device__ __forceinline__ T sol_cuda_warp_sum(T v) {",
+        "  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);",
+        "  return v;",
+        "}",
+        "template <class T> static __device__ __forceinline__ T sol_cuda_warp_prod(T v) {",
+        "  for (int o = 16; o > 0; o >>= 1) v *= __shfl_xor_sync(0xffffffffu, v, o);",
+        "  return v;",
+        "}",
+        "template <class T> static __device__ __forceinline__ T sol_cuda_warp_max(T v) {",
+        "  for (int o = 16; o > 0; o >>= 1) { const T w = __shfl_xor_sync(0xffffffffu, v, o); "
+        "v = (w > v || w != w) ? w : v; }",
+        "  return v;",
+        "}",
+        "template <class T> static __device__ __forceinline__ T sol_cuda_warp_min(T v) {",
+        "  for (int o = 16; o > 0; o >>= 1) { const T w = __shfl_xor_sync(0xffffffffu, v, o); "
+        "v = (w < v || w != w) ? w : v; }",
+        "  return v;",
+        "}",
+        "",
+        "// Blocks of a grid-stride launch: enough for every item, at most " f"{kmap.MAX_BLOCKS}.",
+        "static inline unsigned sol_cuda_blocks(int64_t items, int64_t per_block) {",
+        "  const int64_t blocks = (items + per_block - 1) / per_block;",
+        f"  return (unsigned)(blocks < {kmap.MAX_BLOCKS} ? blocks : {kmap.MAX_BLOCKS});",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+PRELUDE = _prelude()
+
+
+def parse_cc(value: str) -> list[str]:
+    """``"80, 90"``, ``"8.0"``, ``"sm_90a"`` -> ["80", "90"], ["80"], ["90a"]; sorted, without duplicates."""
+    found: list[str] = []
+    for part in str(value).replace(";", ",").split(","):
+        item = part.strip().lower().removeprefix("sm_").removeprefix("compute_").replace(".", "")
+        if not item:
+            continue
+        if not re.fullmatch(r"\d{2,3}[af]?", item):
+            raise SolConfigError(f"sol.config['{CC_KEY.name}'] = {value!r}: {part.strip()!r} is no compute capability; "
+                                 "write e.g. \"90\" (H100), \"8.0\" or a list \"80,90\"")
+        if item not in found:
+            found.append(item)
+    if not found:
+        raise SolConfigError(f"sol.config['{CC_KEY.name}'] = {value!r} names no compute capability")
+    return sorted(found, key=lambda cc: (int(re.sub(r"\D", "", cc)), cc))
+
+
+def device_cc() -> str | None:
+    """The compute capability of the first CUDA device (probed, cached), or None without one."""
+    from sol.devices import probe
+    from sol.plugins import registry
+
+    backend = registry().backends.get("cuda")
+    if backend is None:
+        return None
+    devices = probe(backend).devices
+    if not devices:
+        return None
+    cc = str(devices[0].properties.get("compute_capability", ""))
+    return cc.replace(".", "") or None
+
+
+def gencode_flags(ccs: list[str]) -> list[str]:
+    """SASS for every capability, plus PTX of the newest (JIT-compiled on GPUs newer than all of them)."""
+    flags: list[str] = []
+    for cc in ccs:
+        flags += ["-gencode", f"arch=compute_{cc},code=sm_{cc}"]
+    newest = ccs[-1]
+    flags += ["-gencode", f"arch=compute_{newest},code=compute_{newest}"]
+    return flags
+
+
+class CudaFlavour(Flavour):
+    """``__global__`` kernels per Cluster, host code launching them on a stream, built by nvcc.
+
+    ``cc``: compute capabilities (default: ``nvidia::cc``, else the device's, else 90); ``nvcc``: the
+    compiler (default: ``cuda::nvcc``, searched as `toolkit.find_nvcc` does).
+    """
+
+    name = "cuda"
+    source_suffix = ".cu"
+    library_suffix = ".so"
+    #: the cuBLAS/cuDNN module will plug in here; until then every layer is generated code
+    dnn = None
+
+    def __init__(self, *, cc: str | None = None, nvcc: str | None = None) -> None:
+        self._cc = cc
+        self._nvcc = nvcc
+
+    # -- toolchain -----------------------------------------------------------------------------------
+    @property
+    def ccs(self) -> list[str]:
+        if self._cc is not None:
+            return parse_cc(self._cc)
+        configured = str(sol.config.get(CC_KEY.name, CC_KEY.default) or "")
+        if configured.strip():
+            return parse_cc(configured)
+        return parse_cc(device_cc() or DEFAULT_CC)
+
+    def nvcc(self) -> str:
+        found = find_nvcc(self._nvcc or configured_nvcc())
+        if found is None:
+            raise SolBuildError(f"building CUDA code needs nvcc, which is {MISSING}")
+        return found
+
+    def flags(self) -> list[str]:
+        debug = ["-g", "-lineinfo"] if sol.config.get("compiler::debug", False) else []
+        return [*NVCC_FLAGS, *debug, *gencode_flags(self.ccs)]
+
+    def compile_command(self, source: Path, library: Path) -> list[str]:
+        return [self.nvcc(), *self.flags(), str(source), "-o", str(library)]
+
+    def toolchain_id(self) -> str:
+        nvcc = self.nvcc()
+        return f"cuda|{nvcc}|{nvcc_version(nvcc)}|{' '.join(self.flags())}"
+
+    # -- code --------------------------------------------------------------------------------------------
+    def prelude(self) -> str:
+        return PRELUDE
+
+    def parallel_pragma(self, collapse: int, simd: bool) -> str:
+        return ""  # loops become grid-stride indices (`kernels`), not pragmas
+
+    def vector_pragma(self, reduction: tuple[str, str] | None) -> str:
+        return ""
+
+    def annotate(self, nodes: list[Node]) -> None:  # type: ignore[override]
+        """Nothing to annotate: `render_module` maps the whole nest onto kernels."""
+
+    def render_module(self, **context: Any) -> str:
+        from .module import render_module
+
+        return render_module(**context)
+

@@ -1,0 +1,353 @@
+"""Host-side planning of the CUDA flavour: one Cluster's loop nest -> `__global__` kernels and their launches.
+
+The loop-nest model says what may run in parallel (``Loop.parallel``,
+``Loop.vector``, ``Loop.reduction``); this module decides how it runs on a GPU:
+
+* the perfectly nested parallel loops at the top of a Cluster are flattened
+  into one index of *work items*, walked by a grid-stride loop (any size works
+  with any grid; the grid is capped at `MAX_BLOCKS`);
+* ``elementwise``: the innermost vector loop joins the flattened index when it is
+  the whole body, so one thread computes one element (copies, permutes, adds);
+* ``warp``: a body with inner vector loops (a dot product, a row of a
+  convolution, a normalisation's statistics) runs on one warp per work item,
+  the warp being the SIMD group: every innermost vector loop is strided over
+  the 32 lanes (lane ``l`` owns the iterations ``i % 32 == l``, whatever the
+  loop's start, so a lane reads back the elements of a private row that it
+  wrote itself), its scalar reduction is combined with warp shuffles
+  (`sol_cuda_warp_*`, a butterfly, so every lane holds the bitwise same
+  result), and the scalar code between the loops runs redundantly in all
+  lanes;
+* ``thread``: otherwise one thread runs one work item, inner loops sequential
+  (a body that keeps private arrays it indexes outside its vector loops, or that
+  updates memory in place outside them, would not survive redundant lanes);
+* ``serial``: a Cluster whose top level is not a parallel loop runs in one
+  thread (correct for any nest; slow, and logged).
+
+Every kernel receives exactly the tensors, the batch ``N`` and the seed its
+code names (`Kernel.params`); the host code launches them in Cluster order on
+the caller's stream (`launch_lines`).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sol.codegen.nest import Block, Loop, Node, Stmt
+
+#: threads per block of every parallel kernel (8 warps)
+BLOCK_THREADS = 256
+WARP = 32
+#: grid-stride loops cover any size; more blocks than this only add scheduling overhead
+MAX_BLOCKS = 65535
+#: innermost vector loops of at most this many iterations (constants) do not fill a warp: one thread per item
+SHORT_VECTOR = 8
+
+#: reduction operator -> (warp combine function, the identity lanes other than 0 start from, or None: idempotent)
+WARP_REDUCTIONS = {"+": ("sol_cuda_warp_sum", "0"), "*": ("sol_cuda_warp_prod", "1"),
+                   "max": ("sol_cuda_warp_max", None), "min": ("sol_cuda_warp_min", None)}
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+#: a private array declared in generated code, e.g. ``alignas(64) float acc[56];``
+_ARRAY_DECL = re.compile(r"^\s*(?:alignas\(\d+\)\s+)?(?:const\s+)?[A-Za-z_][\w:]*\s+([A-Za-z_]\w*)\s*\[")
+#: a compound assignment or increment (``+=``, ``<<=``, ``++``...), not a comparison
+_UPDATE = re.compile(r"(?:\+\+|--|(?:<<|>>|[-+*/%|&^])=)")
+#: a pointer declaration of the programs (`sol.codegen.source._pointers`): "const float* t_x = (const float*)(...);"
+_POINTER = re.compile(r"^(const )?([\w:]+)\* ([A-Za-z_]\w*) = ")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter: its C type and the host variable passed for it (the same name in both)."""
+
+    ctype: str
+    name: str
+
+    def declaration(self) -> str:
+        return f"{self.ctype} {self.name}"
+
+
+@dataclass
+class FlatLoop:
+    """One loop of the flattened work index: ``var = start + k * step`` for k in [0, count)."""
+
+    var: str
+    count: str
+    start: str = "0"
+    step: str = "1"
+
+    def value(self, k: str) -> str:
+        if self.start == "0" and self.step == "1":
+            return k
+        return f"({self.start}) + ({k}) * ({self.step})"
+
+
+@dataclass
+class Kernel:
+    """One ``__global__`` function and its launch."""
+
+    name: str
+    #: "elementwise" | "warp" | "thread" | "serial"
+    mode: str
+    #: the flattened parallel loops, outermost first (empty for serial)
+    loops: list[FlatLoop]
+    #: what one work item runs (serial: the whole Cluster)
+    body: list[Node]
+    params: list[Param] = field(default_factory=list)
+    title: str = ""
+
+    @property
+    def threads(self) -> int:
+        """Threads per block."""
+        return 1 if self.mode == "serial" else BLOCK_THREADS
+
+    @property
+    def items_per_block(self) -> int:
+        return {"serial": 1, "warp": BLOCK_THREADS // WARP}.get(self.mode, BLOCK_THREADS)
+
+    def work(self) -> str:
+        """C expression (host and device) of the number of work items."""
+        if not self.loops:
+            return "1"
+        return " * ".join(f"({lp.count})" for lp in self.loops)
+
+    def describe(self) -> str:
+        what = {"elementwise": "one thread per element", "warp": "one warp per item, vector loops over its lanes",
+                "thread": "one thread per item", "serial": "one thread (no parallel loop at the top)"}[self.mode]
+        over = " x ".join(f"{lp.var}<{lp.count}" for lp in self.loops)
+        return f"{self.mode}: {what}" + (f"; items {over}" if over else "")
+
+
+# -- planning ------------------------------------------------------------------------------------------------------
+def plan_kernels(nodes: Sequence[Node], name: str, host_names: dict[str, str], title: str = "") -> list[Kernel]:
+    """The kernels of one Cluster (in launch order). ``host_names``: host variable -> C type (tensor pointers,
+    ``N``, the seed) that kernels may read as parameters."""
+    nodes = copy.deepcopy(list(nodes))  # the mapping rewrites loops (lane strides); the caller's nodes stay as they are
+    if nodes and all(isinstance(n, Loop) and n.parallel for n in nodes):
+        kernels = [_parallel_kernel(n, f"{name}_{i}" if len(nodes) > 1 else name)  # type: ignore[arg-type]
+                   for i, n in enumerate(nodes)]
+    else:
+        kernels = [Kernel(name, "serial", [], nodes)]
+    for k in kernels:
+        k.title = title
+        k.params = kernel_params(k, host_names)
+    return kernels
+
+
+def _parallel_kernel(top: Loop, name: str) -> Kernel:
+    loops: list[FlatLoop] = []
+    current = top
+    bound: set[str] = set()
+    while True:
+        loops.append(FlatLoop(current.var, _count(current), current.start, current.step))
+        bound.add(current.var)
+        inner = current.body[0] if len(current.body) == 1 else None
+        if (isinstance(inner, Loop) and inner.parallel and not current.vector
+                and not _mentions(" ".join((inner.extent, inner.start, inner.step)), bound)):
+            current = inner
+            continue
+        break
+    body = current.body
+    if current.vector:
+        return Kernel(name, "elementwise", loops, body)
+    only = body[0] if len(body) == 1 else None
+    if (isinstance(only, Loop) and only.vector and only.reduction is None and not _has_vector_loop(only.body)
+            and not _mentions(" ".join((only.extent, only.start, only.step)), bound)):
+        loops.append(FlatLoop(only.var, _count(only), only.start, only.step))
+        return Kernel(name, "elementwise", loops, only.body)
+    if _warp_mappable(body):
+        _stride_over_lanes(body)
+        return Kernel(name, "warp", loops, body)
+    return Kernel(name, "thread", loops, body)
+
+
+def _count(loop: Loop) -> str:
+    if loop.start == "0" and loop.step == "1":
+        return loop.extent
+    if loop.step == "1":
+        return f"(({loop.extent}) - ({loop.start}))"
+    return f"sol_ceil_div(({loop.extent}) - ({loop.start}), {loop.step})"
+
+
+def _mentions(text: str, names: set[str]) -> bool:
+    return any(m in names for m in _IDENT.findall(text))
+
+
+def _has_vector_loop(nodes: Sequence[Node]) -> bool:
+    for n in nodes:
+        if isinstance(n, Loop) and (n.vector or _has_vector_loop(n.body)):
+            return True
+        if isinstance(n, Block) and _has_vector_loop(n.body):
+            return True
+    return False
+
+
+def _lane_loops(nodes: Sequence[Node]) -> list[Loop]:
+    """The innermost vector loops (the ones a warp strides over its lanes)."""
+    found: list[Loop] = []
+    for n in nodes:
+        if isinstance(n, Loop):
+            if n.vector and not _has_vector_loop(n.body):
+                found.append(n)
+            else:
+                found += _lane_loops(n.body)
+        elif isinstance(n, Block):
+            found += _lane_loops(n.body)
+    return found
+
+
+def _outside_lane_loops(nodes: Sequence[Node]) -> list[str]:
+    """Code of every statement and loop header not inside an innermost vector loop."""
+    out: list[str] = []
+    for n in nodes:
+        if isinstance(n, Stmt):
+            out.append(n.code)
+        elif isinstance(n, Loop):
+            out.append(f"{n.start} {n.extent} {n.step}")
+            if not (n.vector and not _has_vector_loop(n.body)):
+                out += _outside_lane_loops(n.body)
+        elif isinstance(n, Block):
+            out += _outside_lane_loops(n.body)
+    return out
+
+
+def _all_code(nodes: Sequence[Node]) -> list[str]:
+    out: list[str] = []
+    for n in nodes:
+        if isinstance(n, Stmt):
+            out.append(n.code)
+        elif isinstance(n, Loop):
+            out.append(f"{n.start} {n.extent} {n.step}")
+            out += _all_code(n.body)
+        elif isinstance(n, Block):
+            out += _all_code(n.body)
+    return out
+
+
+def _warp_mappable(body: list[Node]) -> bool:
+    """Whether a warp may run one work item (see the module docstring)."""
+    lane_loops = _lane_loops(body)
+    if not lane_loops:
+        return False
+    if all(lp.extent.isdigit() and lp.start.isdigit() and int(lp.extent) - int(lp.start) <= SHORT_VECTOR
+           for lp in lane_loops):
+        return False  # short rows: a thread per item keeps every lane busy
+    if any(lp.reduction is not None and lp.reduction[0] not in WARP_REDUCTIONS for lp in lane_loops):
+        return False
+    outside = _outside_lane_loops(body)
+    # memory (or a private array) updated in place by code every lane runs would be updated 32 times
+    if any("[" in code and _UPDATE.search(code) for code in outside):
+        return False
+    arrays = {m.group(1) for code in _all_code(body) if (m := _ARRAY_DECL.match(code))}
+    if not arrays:
+        return True
+    # a private array must only be read and written inside lane loops, at exactly that loop's index, so each
+    # lane touches its own elements (lane l owns index i with i % 32 == l in every lane loop)
+    if any(re.search(rf"\b{re.escape(a)}\s*\[", code) for a in arrays for code in outside
+           if not _ARRAY_DECL.match(code)):
+        return False
+    for lp in lane_loops:
+        if lp.step != "1":
+            return False
+        for code in _all_code(lp.body):
+            for a in arrays:
+                for m in re.finditer(rf"\b{re.escape(a)}\s*\[([^\]]*)\]", code):
+                    if m.group(1).strip() != lp.var:
+                        return False
+    return True
+
+
+def _stride_over_lanes(nodes: list[Node]) -> None:
+    """Rewrite every innermost vector loop of ``nodes`` to the lanes of the warp; combine reductions after it."""
+    i = 0
+    while i < len(nodes):
+        n = nodes[i]
+        if isinstance(n, Loop) and n.vector and not _has_vector_loop(n.body):
+            if n.step == "1":  # lane l takes the indices i % 32 == l, whatever the start
+                n.start = f"({n.start}) + ((sol_lane - ({n.start})) & {WARP - 1})"
+                n.step = str(WARP)
+            else:
+                n.start = f"({n.start}) + sol_lane * ({n.step})"
+                n.step = f"{WARP} * ({n.step})"
+            n.comment = (n.comment + "; " if n.comment else "") + "over the warp's lanes"
+            if n.reduction is not None:
+                op, var = n.reduction
+                combine, identity = WARP_REDUCTIONS[op]
+                if identity is not None:  # the start value counts once: lane 0 keeps it, the others start neutral
+                    nodes.insert(i, Stmt(f"if (sol_lane != 0) {var} = {identity};", "the warp's partial results"))
+                    i += 1
+                nodes.insert(i + 1, Stmt(f"{var} = {combine}({var});", "combined over the warp (shuffles)"))
+                i += 1
+        elif isinstance(n, (Loop, Block)):
+            _stride_over_lanes(n.body)
+        i += 1
+
+
+# -- parameters ----------------------------------------------------------------------------------------------------
+def host_variables(pointer_lines: Sequence[str]) -> dict[str, str]:
+    """Host variable -> C type of every tensor pointer the program declares (its lines from the core)."""
+    found: dict[str, str] = {}
+    for line in pointer_lines:
+        m = _POINTER.match(line)
+        if m is None:
+            raise ValueError(f"unexpected pointer declaration in generated code: {line!r}")
+        const, ctype, var = m.groups()
+        found[var] = f"{const or ''}{ctype}*"
+    return found
+
+
+def kernel_params(kernel: Kernel, host_names: dict[str, str]) -> list[Param]:
+    """The host variables the kernel's code names, in first-use order (its parameters)."""
+    text = " ".join([*_all_code(kernel.body), *(f"{lp.count} {lp.start} {lp.step}" for lp in kernel.loops)])
+    seen: dict[str, Param] = {}
+    for ident in _IDENT.findall(text):
+        if ident in host_names and ident not in seen:
+            seen[ident] = Param(host_names[ident], ident)
+    return list(seen.values())
+
+
+# -- source --------------------------------------------------------------------------------------------------------
+def kernel_head(kernel: Kernel) -> list[str]:
+    """The signature and the work-item loop's opening lines (the body follows, then `kernel_tail`)."""
+    params = ", ".join(["const int64_t sol_items", *(p.declaration() for p in kernel.params)])
+    lines = [f"static __global__ void __launch_bounds__({kernel.threads}) {kernel.name}({params}) {{"]
+    if kernel.mode == "serial":
+        lines += ["  (void)sol_items;", "  {"]
+        return lines
+    if kernel.mode == "warp":
+        lines += [f"  const int sol_lane = (int)(threadIdx.x & {WARP - 1});",
+                  f"  const int64_t sol_first = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / {WARP};",
+                  f"  const int64_t sol_stride = (int64_t)gridDim.x * blockDim.x / {WARP};"]
+    else:
+        lines += ["  const int64_t sol_first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;",
+                  "  const int64_t sol_stride = (int64_t)gridDim.x * blockDim.x;"]
+    lines.append("  for (int64_t sol_item = sol_first; sol_item < sol_items; sol_item += sol_stride) {")
+    if len(kernel.loops) == 1:
+        lines.append(f"    const int64_t {kernel.loops[0].var} = {kernel.loops[0].value('sol_item')};")
+    else:
+        lines.append("    int64_t sol_rest = sol_item;")
+        for depth, lp in enumerate(reversed(kernel.loops)):
+            if depth == len(kernel.loops) - 1:
+                lines.append(f"    const int64_t {lp.var} = {lp.value('sol_rest')};")
+            else:
+                lines.append(f"    const int64_t {lp.var} = {lp.value(f'sol_rest % ({lp.count})')}; "
+                             f"sol_rest /= ({lp.count});")
+    return lines
+
+
+def kernel_tail(kernel: Kernel) -> list[str]:
+    return ["  }", "}"]
+
+
+def launch_lines(kernel: Kernel, stream: str = "sol_stream") -> list[str]:
+    """Host code launching ``kernel`` on ``stream`` (no launch for zero work items: an empty grid is an error)."""
+    args = ", ".join(["sol_items", *(p.name for p in kernel.params)])
+    grid = "1" if kernel.mode == "serial" else f"sol_cuda_blocks(sol_items, {kernel.items_per_block})"
+    return [
+        "{",
+        f"  const int64_t sol_items = {kernel.work()};",
+        f"  if (sol_items > 0) {kernel.name}<<<{grid}, {kernel.threads}, 0, {stream}>>>({args});",
+        "}",
+    ]
