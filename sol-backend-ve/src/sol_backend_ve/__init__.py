@@ -8,8 +8,15 @@ and orders them.
 
 from __future__ import annotations
 
+import sys
+
 from .backend import VeBackend
 
 __version__ = "0.1.0"
+
+if "torch" in sys.modules:  # PyTorch's VE device (torch.ve); never imports torch itself
+    from .torch_ve import register as _register_torch
+
+    _register_torch()
 
 __all__ = ["VeBackend", "__version__"]

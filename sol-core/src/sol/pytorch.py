@@ -12,5 +12,12 @@ try:
 except ImportError as error:
     raise ImportError("sol.pytorch needs the PyTorch frontend: pip install sol-frontend-torch") from error
 
+import torch  # noqa: F401  (a PyTorch user's process: backends below register their torch devices)
+
 from sol import *  # noqa: F403  (the public API, re-exported as is)
 from sol import __all__, __version__  # noqa: F401
+from sol.plugins import registry as _registry
+
+# Loading the plugins imports the backend packages; with torch imported, those that give PyTorch a device of its
+# own (sol-backend-ve: torch.ve) register it. A broken plugin is reported by the loader, never raised here.
+_registry()

@@ -27,9 +27,12 @@ from sol.seeds import generation
 from . import native_reader
 from .capture import torch_dtype
 from .params import ParamSlots, assignments
+from .params import _count_assignment as count_assignment
 from .training import RecomputeFunction, SolFunction, Step, Variant, capture_variant, rng_key
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+#: PyTorch device types whose tensors SOL's compiled models take as they are (native offloading)
+_NATIVE_DEVICES = ("ve",)
 
 
 def _spec_fields(spec: Any) -> tuple[tuple[Size, ...], str]:
@@ -82,11 +85,11 @@ class SolModule(torch.nn.Module):
     def compiled(self) -> Any:
         return self._sol_compiled
 
-    def _batch(self, inputs: Sequence[Any], specs: Sequence[Any]) -> int:
+    def _batch(self, inputs: Sequence[Any], specs: Sequence[Any], device: str | None = None) -> int:
         if len(inputs) != len(specs):
             raise SolInputError(f"the optimized model takes {len(specs)} inputs, got {len(inputs)}")
         batch: int | None = None
-        device = getattr(self._sol_compiled, "device_type", "cpu")
+        device = device or getattr(self._sol_compiled, "device_type", "cpu")
         for index, (value, (shape, dtype, static)) in enumerate(zip(inputs, self._spec_info(specs), strict=True)):
             if not isinstance(value, torch.Tensor):
                 raise SolInputError(f"input {index}: expected {_expected(shape, dtype)}, got {type(value).__name__}")
@@ -158,6 +161,9 @@ class SolModule(torch.nn.Module):
         wants_grad = torch.is_grad_enabled() and (
             any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs)
             or any(p.requires_grad for p in self._model_params()[1]))
+        native = self._native_model(inputs)
+        if native is not None:
+            return self._native_forward(native, inputs, wants_grad)
         if self.training:
             return self._train_forward(inputs)
         compiled = self._sol_compiled
@@ -171,6 +177,62 @@ class SolModule(torch.nn.Module):
         compiled.run([x.data_ptr() for x in tensors], param_ptrs, [o.data_ptr() for o in outputs], batch)
         if wants_grad:
             outputs = self._attach_gradients(outputs, inputs, batch)
+        return self._structure(outputs, self._sol_output_spec)
+
+    # -- native offloading: the framework's own device tensors ----------------------------------------------------
+    def _native_model(self, inputs: Sequence[Any]) -> Any:
+        """The model compiled for the device the inputs live on, when that is a device with its own memory that
+        PyTorch holds tensors on (the VE): compiled on first use. None for the host and transparent paths."""
+        first = next((x for x in inputs if isinstance(x, torch.Tensor)), None)
+        if first is None or first.device.type == getattr(self._sol_compiled, "device_type", "cpu"):
+            return None
+        target = f"{first.device.type}:{first.device.index or 0}"
+        models = self.__dict__.setdefault("_sol_native", {})
+        model = models.get(target)
+        if model is None:
+            own = getattr(self._sol_compiled, "device", None)
+            if own is not None and str(own) == target:
+                model = self._sol_compiled  # optimized for this device: the same compiled model, called natively
+            elif first.device.type not in _NATIVE_DEVICES:
+                return None  # the usual input checks name the devices
+            else:
+                from sol.compiler import compile_graph
+
+                model = compile_graph(self._sol_compiled.graph, target, passes=False)
+            if not hasattr(model, "run_on_device"):
+                raise SolInputError(f"input 0 is on {first.device}, but SOL compiled {target} as a host device; "
+                                    "move the inputs to the CPU")
+            models[target] = model
+        return model
+
+    def _native_forward(self, native: Any, inputs: Sequence[Any], wants_grad: bool) -> Any:
+        device = next(x for x in inputs if isinstance(x, torch.Tensor)).device
+        if self.training or wants_grad:
+            raise SolInputError(f"training on {device} tensors is not supported yet: run inference under "
+                                "torch.no_grad() in eval mode, or train with CPU tensors (transparent offloading)")
+        batch = self._batch(inputs, native.input_specs, device.type)
+        tensors = [x if x.is_contiguous() else x.contiguous() for x in inputs]
+        for index, x in enumerate(tensors):
+            if x.device != device:
+                raise SolInputError(f"input {index} is on {x.device}, but input 0 is on {device}; move it to {device}")
+        slots = self.__dict__.setdefault("_sol_native_slots", {})
+        entry = slots.get(id(native))
+        if entry is None:
+            entry = slots[id(native)] = [ParamSlots(self._sol_model, list(native.param_names)), None, None]
+        live = entry[0].live()  # not current(): Module.to() between devices replaces parameters without a hook
+        signature = tuple((t.data_ptr(), t._version, t.device) for t in live)
+        if entry[1] != signature:
+            for name, t in zip(native.param_names, live, strict=True):
+                if t.device != device:
+                    raise SolInputError(f"parameter {name!r} is on {t.device}, but the input is on {device}: move the "
+                                        f"model with .to({str(device)!r}), or the inputs to {t.device}")
+            params = [t.detach() if t.is_contiguous() else t.detach().contiguous() for t in live]
+            native.prepare_on_device([t.data_ptr() for t in params])  # the parameters stay where they are
+            entry[1], entry[2] = signature, params  # (contiguous copies live as long as the table refers to them)
+        outputs = [torch.empty(tuple(shape), dtype=dtype, device=device)
+                   for shape, (_, dtype, _) in zip(native.output_shapes(batch),
+                                                   self._spec_info(native.output_specs), strict=True)]
+        native.finish(native.run_on_device([x.data_ptr() for x in tensors], [o.data_ptr() for o in outputs], batch))
         return self._structure(outputs, self._sol_output_spec)
 
     def _attach_gradients(self, outputs: list[torch.Tensor], inputs: Sequence[Any], batch: int) -> list[torch.Tensor]:
@@ -253,6 +315,13 @@ class SolModule(torch.nn.Module):
         params = dict(zip(variant.graph.params, ParamSlots(self._sol_model, list(variant.graph.params)).live(), strict=True))
         outputs = SolFunction.apply(step, batch, len(tensors), *tensors, *[params[n] for n in wrt_params])
         return self._structure(list(outputs), variant.out_spec)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:
+        result = super()._apply(fn, recurse)
+        # .to(device) puts new Parameter objects into the _parameters dicts directly (no registration hook when the
+        # devices' tensor types differ): tensors found before are stale now
+        count_assignment(self, "", None)
+        return result
 
     def extra_repr(self) -> str:
         return f"SOL-optimized {type(self._sol_model).__name__}"

@@ -167,6 +167,11 @@ class ParamSlots:
         pointers = [t.data_ptr() for t in tensors]
         signature = tuple(zip(pointers, (t._version for t in self.live()), strict=True))
         if self._prepared.get(id(compiled)) != signature:
+            takes = getattr(compiled, "device_type", "cpu")
+            for name, tensor in zip(self.names, tensors, strict=True):
+                if tensor.device.type != takes:  # e.g. a model moved to the VE, called with CPU tensors
+                    raise SolError(f"parameter {name!r} is on {tensor.device}, but the model was called with {takes} "
+                                   f"tensors: move the inputs to {tensor.device}, or the model to {takes}")
             compiled.prepare(pointers)
             self._prepared[id(compiled)] = signature
         return pointers

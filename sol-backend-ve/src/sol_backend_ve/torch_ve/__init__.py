@@ -78,11 +78,13 @@ def register() -> bool:
         try:
             from ..veda import find_library, open_veda
 
+            path, _, how = find_library()
+            if path is None:
+                _state["reason"] = how  # no VE runtime installed: nothing to warn about
+                return False
             veda, why = open_veda()
             if veda is None:
-                _state["reason"] = why  # no VE here: nothing to warn about
-                return False
-            path, _, _ = find_library()
+                raise RuntimeError(why)  # a VE runtime that does not work: warned below
             module = _load()
             module.init(str(path), _fallback_policy)
         except Exception as exc:  # noqa: BLE001

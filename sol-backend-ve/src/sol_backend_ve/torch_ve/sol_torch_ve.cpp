@@ -386,6 +386,13 @@ TORCH_LIBRARY_IMPL(aten, VE, m) {
 
 TORCH_LIBRARY_IMPL(_, VE, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>()); }
 
+// Composite kernels that pick a backend themselves and end in a "not implemented" stub for any device but CPU/CUDA:
+// the CPU fallback takes them whole.
+TORCH_LIBRARY_IMPL(aten, VE, m) {
+    for (const char* op : {"convolution", "convolution_backward"})
+        m.impl(op, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
 // ---- Python -----------------------------------------------------------------------------------------------------
 
 namespace {

@@ -10,7 +10,10 @@ is one launch: the pointer tables the generated code reads go with the
 launch itself (`HostBuffer`), not as copies.
 
 ``run_on_device`` is the same call on memory someone else owns (a
-framework's device tensors and queue): no copies at all.
+framework's device tensors and queue): no copies at all. Parameters that
+already live on the device (a framework's device tensors) are handed in by
+address with ``prepare_on_device``: the forward then reads them where they
+are (a parameter table of device addresses), never a copy of them.
 """
 
 from __future__ import annotations
@@ -142,6 +145,8 @@ class OffloadedModel(CompiledModel):
         self.metadata = dict(metadata or {})
         self.transfers = TransferStats()
         self._params: _Block | None = None
+        #: device addresses of parameters the caller owns (prepare_on_device); None: the model's own copies
+        self._param_table: list[int] | None = None
         self._io: dict[int, tuple[_Block, _Block]] = {}  # batch -> (inputs, outputs): the last batch only
         self._blocks_lock = threading.Lock()
         super().__init__(graph, library_path, prefix, outputs, device.index)
@@ -187,11 +192,23 @@ class OffloadedModel(CompiledModel):
             self.runtime.copy_to_device(copies)
             self.transfers.parameters += len(copies)
             self.transfers.parameter_bytes += sum(c.nbytes for c in copies)
-            table = self._table(block.addresses)
-            self.transfers.launches += 1
-            status = _status(self.library.call("prepare", self._derived_ptr, HostBuffer(table), 1))
-            self._raise_status(status)
-            self.prepared = True
+            self._param_table = None
+            self._run_prepare(block.addresses)
+
+    def prepare_on_device(self, param_addresses: list[int]) -> None:
+        """Use parameters that live on the device already (addresses as `DeviceRuntime.address` gives them, e.g. a
+        framework's device tensors): nothing is copied; the derived parameters are recomputed from them. Call it
+        again whenever they change (an optimizer step) or move."""
+        self._check_count("parameter", param_addresses, len(self.param_names))
+        with self._lock:
+            self._param_table = [int(a) for a in param_addresses]
+            self._run_prepare(self._param_table)
+
+    def _run_prepare(self, addresses: list[int]) -> None:
+        self.transfers.launches += 1
+        status = _status(self.library.call("prepare", self._derived_ptr, HostBuffer(self._table(addresses)), 1))
+        self._raise_status(status)
+        self.prepared = True
 
     def _execute(self, input_ptrs: list[int], params: Any, output_ptrs: list[int], batch: int) -> int:
         with self._lock:
@@ -219,11 +236,18 @@ class OffloadedModel(CompiledModel):
         with self._lock:
             return self._launch_forward(input_addresses, output_addresses, batch, queue)
 
+    def finish(self, launch: Any) -> None:
+        """Wait for a `run_on_device` launch; a SOL error if the model reported a failure."""
+        self._raise_status(_status(launch.result()))
+
     def _launch_forward(self, inputs: list[int], outputs: list[int], batch: int, queue: Any) -> Any:
         workspace = self._workspace_ptr if batch == self._workspace_batch else self._grow_workspace(batch)
-        assert self._params is not None
+        params = self._param_table
+        if params is None:
+            assert self._params is not None
+            params = self._params.addresses
         self.transfers.launches += 1
-        args = [self._derived_ptr, HostBuffer(self._table(inputs)), HostBuffer(self._table(self._params.addresses)),
+        args = [self._derived_ptr, HostBuffer(self._table(inputs)), HostBuffer(self._table(params)),
                 HostBuffer(self._table(outputs)), workspace, int(batch)]
         return self.runtime.launch(self.library.function("forward"), args, queue)
 

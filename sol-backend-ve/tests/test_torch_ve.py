@@ -1,0 +1,191 @@
+"""PyTorch's VE device (sol_backend_ve.torch_ve) on the emulated VE: tensors, copies, the CPU fallback, torch.ve,
+and SOL models running on VE tensors with no host copies."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import sol  # noqa: E402
+import sol_backend_ve.torch_ve as torch_ve  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ve():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SOL_VE_EMULATE", "1")
+        assert torch_ve.register(), torch_ve.reason()
+        assert torch.ve.is_available()
+        yield torch.device("ve:0")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32, torch.bool, torch.uint8])
+def test_round_trip(ve, dtype):
+    x = (torch.arange(24) % 7).to(dtype).reshape(2, 3, 4)
+    v = x.to("ve:0")
+    assert v.device == ve and v.dtype == dtype and v.shape == x.shape
+    assert torch.equal(v.cpu(), x)
+    assert torch.equal(v.clone().cpu(), x)  # VE -> VE
+    assert torch.equal(torch.empty_like(v).copy_(v).cpu(), x)
+
+
+def test_views_and_non_contiguous_copies(ve):
+    x = torch.randn(4, 6)
+    v = x.ve()
+    assert v.data_ptr() != x.data_ptr() and v.is_ve
+    torch.testing.assert_close(v.t().cpu(), x.t())
+    torch.testing.assert_close(v[1:, ::2].cpu(), x[1:, ::2])
+    torch.testing.assert_close(v.t().contiguous().cpu(), x.t().contiguous())  # VE -> VE, strided
+    torch.testing.assert_close(v.view(24).cpu(), x.view(24))
+    torch.testing.assert_close(v.reshape(3, 8).cpu(), x.reshape(3, 8))
+    w = torch.zeros(4, 6, device=ve)
+    w[:, 1::2] = x[:, ::2]  # CPU -> strided VE view
+    expect = torch.zeros(4, 6)
+    expect[:, 1::2] = x[:, ::2]
+    torch.testing.assert_close(w.cpu(), expect)
+    w.t()[0].copy_(v[:, 0].to(torch.float64))  # dtype change VE -> strided VE
+    expect.t()[0] = x[:, 0]
+    torch.testing.assert_close(w.cpu(), expect)
+    assert v[2, 3].item() == x[2, 3].item()
+    out = torch.empty(3, 4)
+    out.t().copy_(v[:4, :3])  # VE -> strided CPU
+    torch.testing.assert_close(out.t(), x[:4, :3])
+
+
+def test_fill_zero_resize(ve):
+    v = torch.empty(3, 5, device=ve)
+    v.fill_(2.5)
+    assert torch.equal(v.cpu(), torch.full((3, 5), 2.5))
+    v[:, 1].zero_()
+    expect = torch.full((3, 5), 2.5)
+    expect[:, 1] = 0
+    assert torch.equal(v.cpu(), expect)
+    v.fill_(torch.tensor(7.0))
+    assert torch.equal(v.cpu(), torch.full((3, 5), 7.0))
+    r = torch.arange(6.0).ve()
+    r.resize_(4, 5)
+    assert r.shape == (4, 5) and torch.equal(r.view(-1)[:6].cpu(), torch.arange(6.0))
+
+
+def test_torch_ve_api(ve):
+    assert torch.ve.device_count() == 1 and torch.ve.current_device() == 0
+    torch.ve.set_device(0)
+    before = torch.ve.memory_allocated()
+    v = torch.empty(1000, device="ve")
+    assert v.device == ve
+    assert torch.ve.memory_allocated(0) == before + 4000
+    del v
+    assert torch.ve.memory_allocated("ve:0") == before
+    with torch.ve.device(0):
+        assert torch.ve.current_device() == 0
+    with torch.ve.device_of(torch.ones(1, device=ve)):
+        torch.ve.synchronize()
+    torch.ve.synchronize("ve:0")
+    m = torch.nn.Linear(3, 2).ve()
+    assert m.weight.device == ve and m.bias.device == ve
+    assert torch_ve.extension().virtual_pointer(m.weight.data_ptr()) != m.weight.data_ptr()
+    with pytest.raises(ValueError):
+        torch.ones(1).ve("cpu")
+
+
+def test_fallback_warns_once_and_matches_cpu(ve):
+    x = torch.rand(5, 7) + 0.5
+    with pytest.warns(UserWarning, match=r"aten::lgamma.*has no VE kernel: it runs on the CPU"):
+        got = torch.lgamma(x.ve())
+    assert got.device == ve
+    torch.testing.assert_close(got.cpu(), torch.lgamma(x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(torch.lgamma(x.ve()).cpu(), torch.lgamma(x))
+    assert sum(n for op, n in torch_ve.fallback_counts.items() if "lgamma" in op) >= 2
+    y = x.ve()
+    y.lgamma_()  # in place: the result lands in the VE tensor
+    torch.testing.assert_close(y.cpu(), torch.lgamma(x))
+    # arithmetic, reductions, printing, an optimizer: all work (natively or through the fallback)
+    a, b = torch.randn(4, 3), torch.randn(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.testing.assert_close((a.ve() * b.ve() + 1).sum(0).cpu(), (a * b + 1).sum(0))
+        assert "device='ve:0'" in repr(a.ve())
+        p = torch.nn.Parameter(a.ve())
+        p.grad = torch.ones(4, 3, device=ve)
+        torch.optim.SGD([p], lr=0.5).step()
+        torch.testing.assert_close(p.detach().cpu(), a - 0.5)
+
+
+def test_fallback_off_raises_naming_the_op(ve):
+    sol.config["ve::cpu_fallback"] = False
+    try:
+        with pytest.raises(NotImplementedError, match=r"aten::digamma.*no VE kernel.*\.cpu\(\)"):
+            torch.digamma(torch.ones(3, device=ve))
+    finally:
+        del sol.config["ve::cpu_fallback"]
+    assert torch.ones(2, device=ve).fill_(3).cpu().tolist() == [3.0, 3.0]  # native ops are unaffected
+
+
+def test_sol_model_on_ve_tensors(ve):
+    from sol_frontend_torch.offload_checks import SmallNet
+
+    torch.manual_seed(0)
+    model = SmallNet().eval()
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        expected = model(x)
+        sol_model = sol.optimize(model, x)
+        sol_model.to("ve")
+        assert model.conv.weight.device == ve  # the parameters moved, shared with the original model
+        xv = x.ve()
+        out = sol_model(xv)  # compiles for the VE on first use
+        assert out.device == ve
+        torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)
+        native = sol_model._sol_native["ve:0"]
+        stats = native.runtime.ve.stats
+        before, copies = native.transfers.copy(), stats.transfers
+        for _ in range(3):
+            out = sol_model(xv)
+        spent = native.transfers.since(before)
+        assert (spent.to_device, spent.to_host, spent.parameters, spent.launches) == (0, 0, 0, 3)
+        assert stats.transfers == copies  # no VEDA copy at all: inputs, parameters and outputs stay on the VE
+        model.fc.weight.add_(1.0)  # an in-place change on the VE: derived parameters recomputed, still no copies
+        torch.testing.assert_close(sol_model(xv).cpu(), model(xv).cpu(), rtol=1e-4, atol=1e-5)
+        assert native.transfers.since(before).parameters == 0
+        with pytest.raises(sol.errors.SolError, match=r"parameter 'conv.weight' is on ve:0.*cpu"):
+            sol_model(x)  # a model moved to the VE, called with CPU tensors
+        sol_model.to("cpu")
+        with pytest.raises(sol.errors.SolError, match=r"parameter 'conv.weight' is on cpu.*ve:0"):
+            sol_model(xv)
+
+
+def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k not in ("SOL_VE_EMULATE", "VEDA_LIBRARY")}
+    environ.update(env)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=environ,
+                          timeout=120, check=False)
+
+
+def test_broken_ve_runtime_is_one_warning_and_torch_still_works(tmp_path):
+    broken = tmp_path / "libveda.so"
+    broken.write_text("not a library")
+    result = _run("""
+        import warnings
+        warnings.simplefilter("always")
+        import torch
+        with warnings.catch_warnings(record=True) as caught:
+            import sol_backend_ve
+        print(len([w for w in caught if "VE device is not available" in str(w.message)]))
+        print(torch.ve.is_available(), torch.ve.device_count(), (torch.ones(2) + 1).tolist())
+    """, VEDA_LIBRARY=str(broken))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["1", "False", "0", "[2.0,", "2.0]"]
+
+
+def test_import_sol_never_imports_torch():
+    result = _run("import sys, sol, sol_backend_ve; print('torch' in sys.modules)")
+    assert result.returncode == 0 and result.stdout.strip() == "False", result.stderr
