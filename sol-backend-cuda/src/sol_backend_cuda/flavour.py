@@ -25,7 +25,7 @@ Conv/Linear/MatMul are generated (library-free) today: ``dnn`` is the hook of th
 cuBLAS/cuDNN module to come (a `sol.codegen.dnn.DnnModule` whose forward lines
 are host code with ``sol_stream`` in scope).
 
-Build: ``nvcc`` for the compute capabilities ``nvidia::cc`` (default: the
+Build: ``nvcc`` for the compute capabilities ``cuda::cc`` (default: the
 first CUDA device's, else 90); a list such as "80,90" builds a fat binary
 (SASS for each, plus PTX of the newest for GPUs that come later).
 """
@@ -45,7 +45,7 @@ from sol.errors import SolBuildError, SolConfigError
 from . import kernels as kmap
 from .toolkit import CC_KEY, MISSING, configured_nvcc, find_nvcc, nvcc_version
 
-#: compute capability used when neither nvidia::cc nor a device says otherwise
+#: compute capability used when neither cuda::cc nor a device says otherwise
 DEFAULT_CC = "90"
 NVCC_FLAGS = ("-O3", "-std=c++17", "--compiler-options", "-fPIC", "-shared",
               # std::numeric_limits<T>::lowest() & co. are constexpr host functions: callable from kernels with this
@@ -177,7 +177,7 @@ def gencode_flags(ccs: list[str]) -> list[str]:
 class CudaFlavour(Flavour):
     """``__global__`` kernels per Cluster, host code launching them on a stream, built by nvcc.
 
-    ``cc``: compute capabilities (default: ``nvidia::cc``, else the device's, else 90); ``nvcc``: the
+    ``cc``: compute capabilities (default: ``cuda::cc``, else the device's, else 90); ``nvcc``: the
     compiler (default: ``cuda::nvcc``, searched as `toolkit.find_nvcc` does).
     """
 

@@ -25,7 +25,7 @@ NVCC_KEY = ConfigKey(
     "The CUDA compiler; the default searches PATH, $CUDA_HOME/bin, $CUDA_PATH/bin and /usr/local/cuda/bin.",
 )
 CC_KEY = ConfigKey(
-    "nvidia::cc",
+    "cuda::cc",
     str,
     "",
     "Compute capabilities to build CUDA code for, e.g. \"90\" or \"80,90\" (a fat binary); empty: the first CUDA "
