@@ -1,0 +1,313 @@
+"""The CUDA flavour without a GPU: kernel mapping, launch configuration, argument marshalling, the nvcc command,
+and (where nvcc is installed) the CUDA source of the zoo's resnet18, mobilenet_v2, MLP and transformer encoder
+and of every op of the registry compiles for sm_90.
+
+nvcc is slow (10-20 s per model): every source is compiled once per session, two at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sol
+from sol.codegen.nest import Loop, Stmt, nest
+from sol.errors import SolBuildError, SolConfigError
+from sol.ir import BATCH, Dim, Graph, Purpose
+from sol_backend_cuda import kernels as kmap
+from sol_backend_cuda.backend import CudaBackend
+from sol_backend_cuda.flavour import CudaFlavour, gencode_flags, parse_cc
+from sol_backend_cuda.toolkit import find_nvcc
+
+NVCC = find_nvcc("nvcc")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc (CUDA toolkit) is not installed: the CUDA source is "
+                                                      "generated and planned, but not compiled")
+HOST = {"t_x": "const float*", "t_y": "float*", "t_w": "const float*", "N": "int64_t", "sol_seed_value": "int"}
+
+
+# -- planning: kernels, launch configuration, arguments ------------------------------------------------------------
+def test_backend_returns_the_cuda_flavour():
+    flavour = CudaBackend().flavour()
+    assert isinstance(flavour, CudaFlavour)
+    assert flavour.name == "cuda" and flavour.source_suffix == ".cu" and flavour.dnn is None
+    assert flavour.math("exp") == "sol_cuda_exp"
+
+
+def test_elementwise_nest_is_one_thread_per_element():
+    body = [Stmt("t_y[i0*64 + i1] = t_x[i0*64 + i1] + t_w[i1];")]
+    (k,) = kmap.plan_kernels(nest(["i0", "i1"], ["N", "64"], body), "k", HOST)
+    assert k.mode == "elementwise"
+    assert [(lp.var, lp.count) for lp in k.loops] == [("i0", "N"), ("i1", "64")]
+    assert (k.threads, k.items_per_block) == (256, 256)
+    assert k.work() == "(N) * (64)"
+    # arguments: exactly the host variables the code names, in first-use order, typed as declared
+    assert [(p.ctype, p.name) for p in k.params] == [("float*", "t_y"), ("const float*", "t_x"),
+                                                     ("const float*", "t_w"), ("int64_t", "N")]
+    launch = "\n".join(kmap.launch_lines(k))
+    assert "const int64_t sol_items = (N) * (64);" in launch
+    assert "if (sol_items > 0) k<<<sol_cuda_blocks(sol_items, 256), 256, 0, sol_stream>>>(sol_items, t_y, t_x, t_w, N);" \
+        in launch
+    head = "\n".join(kmap.kernel_head(k))
+    assert "static __global__ void __launch_bounds__(256) k(const int64_t sol_items, float* t_y, const float* t_x, " \
+           "const float* t_w, int64_t N)" in head
+    assert "sol_item += sol_stride" in head  # grid-stride: any size on any grid
+    assert "const int64_t i1 = sol_rest % (64); sol_rest /= (64);" in head and "const int64_t i0 = sol_rest;" in head
+
+
+def test_reduction_runs_on_a_warp_with_shuffles():
+    inner = Loop("k", "768", [Stmt("acc += t_x[i0 * 768 + k] * t_w[o * 768 + k];")], vector=True,
+                 reduction=("+", "acc"))
+    body = [Stmt("float acc = 1.5f;"), inner, Stmt("t_y[i0 * 256 + o] = acc;")]
+    (k,) = kmap.plan_kernels(nest(["i0", "o"], ["N", "256"], body, vector_last=False), "lin", HOST)
+    assert k.mode == "warp" and (k.threads, k.items_per_block) == (256, 8)
+    codes = [n.code for n in k.body if isinstance(n, Stmt)]
+    # the start value counts once (lane 0), the partial sums are combined by a butterfly every lane ends with
+    assert codes == ["float acc = 1.5f;", "if (sol_lane != 0) acc = 0;", "acc = sol_cuda_warp_sum(acc);",
+                     "t_y[i0 * 256 + o] = acc;"]
+    loop = next(n for n in k.body if isinstance(n, Loop))
+    assert loop.start == "(0) + ((sol_lane - (0)) & 31)" and loop.step == "32"
+    assert "sol_cuda_blocks(sol_items, 8), 256" in "\n".join(kmap.launch_lines(k))
+    assert "  const int sol_lane = (int)(threadIdx.x & 31);" in kmap.kernel_head(k)
+
+
+def test_max_reduction_needs_no_reset():
+    inner = Loop("k", "100", [Stmt("m = sol_max<float>(m, t_x[i0 * 100 + k]);")], vector=True, reduction=("max", "m"))
+    body = [Stmt("float m = -INFINITY;"), inner, Stmt("t_y[i0] = m;")]
+    (k,) = kmap.plan_kernels(nest(["i0"], ["N"], body, vector_last=False), "mx", HOST)
+    assert k.mode == "warp"
+    assert [n.code for n in k.body if isinstance(n, Stmt)][1] == "m = sol_cuda_warp_max(m);"
+
+
+def test_private_row_owned_by_lanes_stays_on_a_warp():
+    """A convolution's row of accumulators: only touched in lane loops at the loop's index (lo differs per loop)."""
+    body = [Stmt("alignas(64) float acc[56];"),
+            Loop("r", "56", [Stmt("acc[r] = 0;")], vector=True),
+            Loop("ic", "64", [Loop("ow", "hi", [Stmt("acc[ow] += t_x[ic * 56 + ow] * t_w[ic];")], start="lo",
+                                   vector=True)]),
+            Loop("ow", "56", [Stmt("t_y[o0 * 56 + ow] = acc[ow];")], vector=True)]
+    (k,) = kmap.plan_kernels(nest(["o0"], ["N"], body, vector_last=False), "conv", HOST)
+    assert k.mode == "warp"
+    # lane l owns the indices i % 32 == l in every loop, whatever the loop's start
+    starts = [lp.start for lp in kmap._lane_loops(k.body)]
+    assert starts == ["(0) + ((sol_lane - (0)) & 31)", "(lo) + ((sol_lane - (lo)) & 31)",
+                      "(0) + ((sol_lane - (0)) & 31)"]
+
+
+def test_private_array_read_outside_lane_loops_takes_a_thread_per_item():
+    body = [Stmt("float sc[128];"), Loop("s", "128", [Stmt("sc[s] = t_x[s];")], vector=True),
+            Loop("s", "128", [Stmt("t_y[l * 128 + s] = sc[127 - s];")])]
+    (k,) = kmap.plan_kernels(nest(["l"], ["N"], body, vector_last=False), "att", HOST)
+    assert k.mode == "thread" and k.items_per_block == 256
+
+
+def test_memory_updated_outside_lane_loops_takes_a_thread_per_item():
+    body = [Loop("k", "64", [Stmt("t_y[i0] = t_x[k];")], vector=True), Stmt("t_y[i0] += 1;")]
+    (k,) = kmap.plan_kernels(nest(["i0"], ["N"], body, vector_last=False), "rmw", HOST)
+    assert k.mode == "thread"
+
+
+def test_short_vector_loops_take_a_thread_per_item():
+    body = [Loop("c", "3", [Stmt("t_y[i0 * 3 + c] = t_x[c];")], vector=True), Stmt("t_y[i0] = 0;")]
+    (k,) = kmap.plan_kernels(nest(["i0"], ["N"], body, vector_last=False), "short", HOST)
+    assert k.mode == "thread"
+
+
+def test_no_parallel_loop_at_the_top_runs_in_one_thread():
+    nodes = [Stmt("float s = 0;"), Loop("i", "N", [Stmt("s += t_x[i];")]), Stmt("t_y[0] = s;")]
+    (k,) = kmap.plan_kernels(nodes, "total", HOST)
+    assert k.mode == "serial" and (k.threads, k.items_per_block) == (1, 1)
+    assert "k<<<" not in "\n".join(kmap.launch_lines(k)) and "total<<<1, 1, 0, sol_stream>>>" in \
+        "\n".join(kmap.launch_lines(k))
+
+
+def test_sequential_parallel_loops_are_kernels_in_order():
+    first = Loop("i", "N", [Stmt("t_y[i] = t_x[i];")], parallel=True, vector=True)
+    second = Loop("j", "N", [Stmt("t_y[j] *= 2;")], parallel=True, vector=True)
+    kernels = kmap.plan_kernels([first, second], "two", HOST)
+    assert [(k.name, k.mode) for k in kernels] == [("two_0", "elementwise"), ("two_1", "elementwise")]
+
+
+def test_inner_extent_depending_on_an_outer_index_is_not_flattened():
+    outer = Loop("i", "N", [Loop("j", "i + 1", [Stmt("t_y[i * 64 + j] = 0;")], parallel=True, vector=True)],
+                 parallel=True)
+    (k,) = kmap.plan_kernels([outer], "tri", HOST)
+    assert [lp.var for lp in k.loops] == ["i"]
+
+
+def test_host_variables_from_the_pointer_declarations():
+    lines = ["const float* t_x = (const float*)(inputs[0]);  // x [N, 3] (input)",
+             "float* t_y = (float*)((char*)workspace + INT64_C(0));  // y [N, 3] (workspace)",
+             "int64_t* t_i = (int64_t*)(outputs[0]);  // i [N] (output)"]
+    assert kmap.host_variables(lines) == {"t_x": "const float*", "t_y": "float*", "t_i": "int64_t*"}
+
+
+# -- build: compute capabilities, nvcc command, cache key, failed builds ------------------------------------------
+def test_compute_capabilities_parse():
+    assert parse_cc("90") == ["90"]
+    assert parse_cc("9.0, 8.0") == ["80", "90"]
+    assert parse_cc("sm_90a,90,80") == ["80", "90", "90a"]
+    with pytest.raises(SolConfigError, match="cuda::cc"):
+        parse_cc("hopper")
+
+
+def test_a_list_builds_a_fat_binary():
+    assert gencode_flags(["80", "90"]) == ["-gencode", "arch=compute_80,code=sm_80", "-gencode",
+                                           "arch=compute_90,code=sm_90", "-gencode", "arch=compute_90,code=compute_90"]
+
+
+def _fake_nvcc(tmp_path: Path, fail: bool = False) -> str:
+    script = tmp_path / "nvcc"
+    action = "echo 'model.cu(1): error: broken' >&2; exit 2" if fail else 'touch "${@: -1}"'
+    script.write_text("#!/bin/bash\nif [ \"$1\" = --version ]; then echo 'Cuda compilation tools, release 13.0, "
+                      f"V13.0.88'; exit 0; fi\n{action}\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+def test_default_cc_is_the_devices_else_90(monkeypatch):
+    from sol_backend_cuda import flavour as module
+
+    monkeypatch.setattr(module, "device_cc", lambda: None)
+    assert CudaFlavour().ccs == ["90"]
+    monkeypatch.setattr(module, "device_cc", lambda: "80")
+    assert CudaFlavour().ccs == ["80"]
+    sol.config["cuda::cc"] = "80,90"
+    try:
+        assert CudaFlavour().ccs == ["80", "90"]
+    finally:
+        del sol.config["cuda::cc"]
+
+
+def test_compile_command_and_cache_key(tmp_path):
+    from sol.compiler import cache_key
+
+    nvcc = _fake_nvcc(tmp_path)
+    flavour = CudaFlavour(cc="80,90", nvcc=nvcc)
+    command = flavour.compile_command(Path("m.cu"), Path("m.so"))
+    assert command[0] == nvcc and command[-3:] == ["m.cu", "-o", "m.so"]
+    for flag in ("-O3", "-std=c++17", "-shared", "arch=compute_80,code=sm_80", "arch=compute_90,code=sm_90"):
+        assert flag in command
+    assert command[command.index("--compiler-options") + 1] == "-fPIC"
+    g = Graph("tiny")
+    x = g.add_input("x", [Dim(BATCH, Purpose.N), Dim(4, Purpose.C)])
+    g.outputs.append(g.add_layer("relu", [x])[0])
+    keys = {cache_key(g, CudaFlavour(cc=cc, nvcc=nvcc)) for cc in ("80", "90", "80,90")}
+    assert len(keys) == 3
+
+
+def test_failed_build_keeps_source_and_log(tmp_path):
+    from sol.codegen.build import build
+
+    flavour = CudaFlavour(cc="90", nvcc=_fake_nvcc(tmp_path, fail=True))
+    with pytest.raises(SolBuildError, match=r"Source kept at .*model\.cu") as info:
+        build("// the source\n", flavour, tmp_path / "out", "tiny")
+    kept = Path(str(info.value).split("Source kept at ")[1].split(";")[0]).parent
+    assert (kept / "model.cu").read_text() == "// the source\n"
+    assert "error: broken" in (kept / "build.log").read_text()
+
+
+def test_missing_nvcc_is_a_build_error(monkeypatch):
+    from sol_backend_cuda import flavour as module
+
+    monkeypatch.setattr(module, "find_nvcc", lambda configured: None)
+    with pytest.raises(SolBuildError, match="nvcc"):
+        CudaFlavour(cc="90").compile_command(Path("m.cu"), Path("m.so"))
+
+
+# -- generated source of real models, compiled by nvcc ---------------------------------------------------------------
+MODELS = ("resnet18", "mobilenet_v2", "mlp", "transformer_encoder")
+
+
+def _model_graph(name: str):
+    pytest.importorskip("torch")
+    zoo = pytest.importorskip("sol_frontend_torch.zoo")
+    if name not in ("mlp", "transformer_encoder"):
+        try:
+            zoo.import_torchvision()
+        except ImportError as exc:
+            pytest.skip(f"torchvision is not installed ({exc})")
+    from sol.passes import run_inference_passes
+    from sol.plugins import registry
+
+    model, example = zoo.build(name)
+    return run_inference_passes(registry().frontends["pytorch"].parse(model, (example,), None))
+
+
+def _source(graph) -> str:
+    from sol.compiler import generate_source
+
+    return generate_source(graph, CudaFlavour(cc="90", nvcc=NVCC))
+
+
+def _op_graphs() -> dict[str, Graph]:
+    """sol-core's per-op test graphs (every op of the registry), as its codegen test builds them."""
+    tests = Path(__file__).resolve().parents[2] / "sol-core" / "tests"
+    if not (tests / "test_codegen_ops.py").exists():
+        pytest.skip("sol-core's tests are not in this checkout")
+    sys.path.insert(0, str(tests))
+    try:
+        import test_codegen_ops as ops  # noqa: PLC0415
+    finally:
+        sys.path.remove(str(tests))
+    return {f"ops_{group}": make().graph for group, make in ops.GROUPS.items()}
+
+
+def _compile_all(sources: dict[str, str], directory: Path) -> dict[str, subprocess.CompletedProcess | None]:
+    """Compile every source, two nvcc at a time (each is mostly single-threaded)."""
+    flavour = CudaFlavour(cc="90", nvcc=NVCC)
+    results: dict[str, subprocess.CompletedProcess | None] = {}
+    running: list[tuple[str, subprocess.Popen]] = []
+    workers = max(1, min(2, os.cpu_count() or 1))
+
+    def reap(item: tuple[str, subprocess.Popen]) -> None:
+        name, proc = item
+        out, _ = proc.communicate()
+        results[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
+
+    for name, text in sources.items():
+        src = directory / f"{name}.cu"
+        src.write_text(text)
+        command = flavour.compile_command(src, directory / f"{name}.so")
+        running.append((name, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                               text=True)))
+        if len(running) >= workers:
+            reap(running.pop(0))
+    for item in running:
+        reap(item)
+    return results
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[dict[str, str], dict[str, subprocess.CompletedProcess | None], Path]:
+    if NVCC is None:
+        pytest.skip("nvcc (CUDA toolkit) is not installed")
+    directory = tmp_path_factory.mktemp("cuda-build")
+    sources = {name: _source(_model_graph(name)) for name in MODELS}
+    sources.update({name: _source(graph) for name, graph in _op_graphs().items()})
+    return sources, _compile_all(sources, directory), directory
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", MODELS)
+def test_model_source_compiles_for_sm90(built, name):
+    sources, results, directory = built
+    result = results[name]
+    assert result is not None and result.returncode == 0, f"nvcc failed for {name}:\n{result.stdout[-3000:]}"
+    assert (directory / f"{name}.so").stat().st_size > 0
+    source = sources[name]
+    assert "__global__" in source and "<<<" in source
+    # launches on the caller's stream and never waits: only <prefix>_status synchronises (the stream it is given)
+    assert "void* stream)" in source and source.count("cudaStreamSynchronize") == 1
+    assert "cudaDeviceSynchronize" not in source
+
+
+@needs_nvcc
+def test_every_op_of_the_registry_compiles_for_sm90(built):
+    sources, results, _ = built
+    failed = {name: r.stdout[-2000:] for name, r in results.items() if name.startswith("ops_") and r.returncode}
+    assert not failed, "nvcc failed:\n" + "\n".join(f"== {n}\n{out}" for n, out in failed.items())
+    assert len([n for n in sources if n.startswith("ops_")]) >= 10
