@@ -134,3 +134,17 @@ def test_a_host_pointer_on_the_device_fails_loudly(ve: str) -> None:
     loud = out.split("LOUD:", 1)[1].splitlines()[0]
     assert "ve:0" in loud and "0x" in loud, loud
     assert "STILL:" in out, out
+
+
+def test_the_offload_benchmark_reports_copies_per_call(ve: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/ve_offload.py on the cheapest model: one input and one output per call, one launch, the
+    parameters counted once."""
+    from . import _benchmark_scripts
+
+    bench = _benchmark_scripts.load("ve_offload")
+    (row,) = [bench.measure("mlp", 2, runs=2, rounds=1)]
+    assert (row["to_device"], row["to_host"], row["launches"]) == (1, 1, 1)
+    assert row["to_device_bytes"] > 0 and row["parameters"] > 0 and row["x86_ms"] > 0 and row["ve_ms"] > 0
+    assert bench.main(["--models", "mlp", "--runs", "1", "--rounds", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert "EMULATED VE" in printed and "\nmlp " in printed
