@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from sol.records import Backend, ProbeResult
+from sol.records import Backend, Device, ProbeResult
 
 from .driver import CudaDriver, CudaError
 from .probe import probe_driver
@@ -13,6 +13,7 @@ from .toolkit import configured_nvcc, find_nvcc, nvcc_version
 
 if TYPE_CHECKING:
     from .flavour import CudaFlavour
+    from .runtime import CudaRuntime
 
 
 class CudaBackend(Backend):
@@ -30,6 +31,12 @@ class CudaBackend(Backend):
         from .flavour import CudaFlavour
 
         return CudaFlavour()
+
+    def runtime(self, device: Device) -> CudaRuntime:
+        """The GPU's `sol_backend_cuda.runtime.CudaRuntime` (libcudart through ctypes; the main loop on the host)."""
+        from .runtime import open_runtime
+
+        return open_runtime(device.index)
 
     def versions(self) -> Mapping[str, str]:
         return {"nvcc": nvcc_version(find_nvcc(configured_nvcc())), "driver": _driver_version()}
