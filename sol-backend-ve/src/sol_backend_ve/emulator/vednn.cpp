@@ -39,25 +39,42 @@ struct Conv {
     long ix(long x, long kx) const { long v = x * sw - pw + kx * dw; return v >= 0 && v < iw ? v : -1; }
 };
 
+// The output columns [x0, x1) whose input column x * sw + off (off = kx * dw - pw) lies in the image: the
+// inner loops run over them without a bounds check per element (so g++ vectorises them).
+void columns(const Conv& c, long off, long* x0, long* x1) {
+    *x0 = off >= 0 ? 0 : (-off + c.sw - 1) / c.sw;
+    long last = c.iw - 1 - off;
+    *x1 = last < 0 ? 0 : last / c.sw + 1;
+    if (*x1 > c.ow) *x1 = c.ow;
+    if (*x0 > *x1) *x0 = *x1;
+}
+
+// Each output plane accumulates its taps in vednn's order (bias, then input channel, kernel row, kernel column).
 vednnError_t forward(const Conv& c, const float* in, const float* w, const float* bias, float* out) {
 #pragma omp parallel for collapse(2)
     for (long b = 0; b < c.n; ++b)
         for (long o = 0; o < c.oc; ++o) {
             long grp = o / c.ocg;
-            for (long y = 0; y < c.oh; ++y)
-                for (long x = 0; x < c.ow; ++x) {
-                    float sum = bias ? bias[o] : 0.0f;
-                    for (long i = 0; i < c.icg; ++i)
-                        for (long ky = 0; ky < c.kh; ++ky) {
+            float* plane = out + c.at_out(b, o, 0, 0);
+            const float init = bias ? bias[o] : 0.0f;
+            for (long p = 0; p < c.oh * c.ow; ++p) plane[p] = init;
+            for (long i = 0; i < c.icg; ++i) {
+                const float* image = in + c.at_in(b, grp * c.icg + i, 0, 0);
+                for (long ky = 0; ky < c.kh; ++ky)
+                    for (long kx = 0; kx < c.kw; ++kx) {
+                        const float wv = w[c.w(o, i, ky, kx)];
+                        const long off = kx * c.dw - c.pw;
+                        long x0, x1;
+                        columns(c, off, &x0, &x1);
+                        for (long y = 0; y < c.oh; ++y) {
                             long yy = c.iy(y, ky);
                             if (yy < 0) continue;
-                            for (long kx = 0; kx < c.kw; ++kx) {
-                                long xx = c.ix(x, kx);
-                                if (xx >= 0) sum += in[c.at_in(b, grp * c.icg + i, yy, xx)] * w[c.w(o, i, ky, kx)];
-                            }
+                            const float* row = image + yy * c.iw + off;
+                            float* dst = plane + y * c.ow;
+                            for (long x = x0; x < x1; ++x) dst[x] += wv * row[x * c.sw];
                         }
-                    out[c.at_out(b, o, y, x)] = sum;
-                }
+                    }
+            }
         }
     return VEDNN_SUCCESS;
 }
@@ -100,19 +117,24 @@ vednnError_t vednnConvolutionBackwardData(const vednnTensorParam_t* pGradOut, co
     for (long b = 0; b < c.n; ++b)
         for (long o = 0; o < c.oc; ++o) {
             long grp = o / c.ocg;
-            for (long y = 0; y < c.oh; ++y)
-                for (long x = 0; x < c.ow; ++x) {
-                    float v = go[c.at_out(b, o, y, x)];
-                    for (long i = 0; i < c.icg; ++i)
-                        for (long ky = 0; ky < c.kh; ++ky) {
+            const float* plane = go + c.at_out(b, o, 0, 0);
+            for (long i = 0; i < c.icg; ++i) {
+                float* image = gi + c.at_in(b, grp * c.icg + i, 0, 0);
+                for (long ky = 0; ky < c.kh; ++ky)
+                    for (long kx = 0; kx < c.kw; ++kx) {
+                        const float wv = w[c.w(o, i, ky, kx)];
+                        const long off = kx * c.dw - c.pw;
+                        long x0, x1;
+                        columns(c, off, &x0, &x1);
+                        for (long y = 0; y < c.oh; ++y) {
                             long yy = c.iy(y, ky);
                             if (yy < 0) continue;
-                            for (long kx = 0; kx < c.kw; ++kx) {
-                                long xx = c.ix(x, kx);
-                                if (xx >= 0) gi[c.at_in(b, grp * c.icg + i, yy, xx)] += v * w[c.w(o, i, ky, kx)];
-                            }
+                            float* row = image + yy * c.iw + off;
+                            const float* src = plane + y * c.ow;
+                            for (long x = x0; x < x1; ++x) row[x * c.sw] += src[x] * wv;
                         }
-                }
+                    }
+            }
         }
     return VEDNN_SUCCESS;
 }
@@ -132,16 +154,21 @@ vednnError_t vednnConvolutionBackwardFilter(const vednnTensorParam_t* pIn, const
             long grp = o / c.ocg;
             for (long ky = 0; ky < c.kh; ++ky)
                 for (long kx = 0; kx < c.kw; ++kx) {
+                    const long off = kx * c.dw - c.pw;
+                    long x0, x1;
+                    columns(c, off, &x0, &x1);
                     float sum = 0.0f;
-                    for (long b = 0; b < c.n; ++b)
+                    for (long b = 0; b < c.n; ++b) {
+                        const float* image = x_ + c.at_in(b, grp * c.icg + i, 0, 0);
+                        const float* plane = go + c.at_out(b, o, 0, 0);
                         for (long y = 0; y < c.oh; ++y) {
                             long yy = c.iy(y, ky);
                             if (yy < 0) continue;
-                            for (long x = 0; x < c.ow; ++x) {
-                                long xx = c.ix(x, kx);
-                                if (xx >= 0) sum += x_[c.at_in(b, grp * c.icg + i, yy, xx)] * go[c.at_out(b, o, y, x)];
-                            }
+                            const float* row = image + yy * c.iw + off;
+                            const float* src = plane + y * c.ow;
+                            for (long x = x0; x < x1; ++x) sum += row[x * c.sw] * src[x];
                         }
+                    }
                     gw[c.w(o, i, ky, kx)] = sum;
                 }
         }
