@@ -195,18 +195,19 @@ class OffloadedModel(CompiledModel):
             self._param_table = None
             self._run_prepare(block.addresses)
 
-    def prepare_on_device(self, param_addresses: list[int]) -> None:
+    def prepare_on_device(self, param_addresses: list[int], queue: Any = None) -> None:
         """Use parameters that live on the device already (addresses as `DeviceRuntime.address` gives them, e.g. a
-        framework's device tensors): nothing is copied; the derived parameters are recomputed from them. Call it
-        again whenever they change (an optimizer step) or move."""
+        framework's device tensors): nothing is copied; the derived parameters are recomputed from them (on
+        ``queue``: the one the forwards run on). Call it again whenever they change (an optimizer step) or move."""
         self._check_count("parameter", param_addresses, len(self.param_names))
         with self._lock:
             self._param_table = [int(a) for a in param_addresses]
-            self._run_prepare(self._param_table)
+            self._run_prepare(self._param_table, queue)
 
-    def _run_prepare(self, addresses: list[int]) -> None:
+    def _run_prepare(self, addresses: list[int], queue: Any = None) -> None:
         self.transfers.launches += 1
-        status = _status(self.library.call("prepare", self._derived_ptr, HostBuffer(self._table(addresses)), 1))
+        args = [self._derived_ptr, HostBuffer(self._table(addresses)), 1]
+        status = _status(self.runtime.launch(self.library.function("prepare"), args, queue).result())
         self._raise_status(status)
         self.prepared = True
 
