@@ -1,6 +1,6 @@
 """Transparent offloading to the (emulated) VE: what travels per call, and what a call costs over the same code on x86.
 
-    python benchmarks/ve_offload.py                                  # squeezenet1_1, resnet18 and the MLP, batch 1
+    python benchmarks/ve_offload.py                                  # squeezenet1_1 and resnet18, batch 1
     python benchmarks/ve_offload.py --models resnet18 --batch 8 --runs 50
 
 No VE is reachable here, so this runs on the emulated VE (``SOL_VE_EMULATE=1``, set by the script): device
@@ -22,8 +22,7 @@ import time
 
 import numpy as np
 
-#: the MLP's kernels take microseconds, so its row shows the per-call cost of offloading itself
-MODELS = ("squeezenet1_1", "resnet18", "mlp")
+MODELS = ("squeezenet1_1", "resnet18")
 
 
 def _timed(call, runs: int) -> list[float]:  # type: ignore[no-untyped-def]
@@ -35,13 +34,15 @@ def _timed(call, runs: int) -> list[float]:  # type: ignore[no-untyped-def]
     return times
 
 
-def measure(name: str, batch: int, runs: int, rounds: int) -> dict[str, float | int | str]:
+def measure(name: str, batch: int, runs: int, rounds: int, model=None, example=None) -> dict[str, float | int | str]:  # type: ignore[no-untyped-def]
+    """One row: the zoo model ``name`` (or ``model`` with an ``example`` input, for tests) at ``batch``."""
     import sol.pytorch as sol
     import torch
     from sol.runtime import CompiledModel
     from sol_frontend_torch.zoo import build
 
-    model, example = build(name)
+    if model is None:
+        model, example = build(name)
     x = torch.randn((batch, *example.shape[1:]), dtype=example.dtype)
     offloaded = sol.optimize(model.eval(), x, device="ve").compiled
     host = CompiledModel(offloaded.graph, offloaded.library_path, offloaded.library.prefix)

@@ -31,17 +31,28 @@ pytest.importorskip("sol_backend_ve", reason="sol-backend-ve is not installed")
 
 
 def _forget() -> None:
+    """Drop the probe and runtime caches, and stop the emulated VE's device process if one was started."""
     from sol.devices import forget
-    from sol.runtime.offload import forget_runtimes
+    from sol.runtime import offload
 
-    forget_runtimes()
+    runtime = offload._RUNTIMES.get("ve:0")
+    if runtime is not None:
+        runtime.ve.veda.close()
+    offload.forget_runtimes()
     forget()
 
 
+@pytest.fixture(scope="session")
+def emulator_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One build of the emulator for every test, whatever their private model caches."""
+    return str(tmp_path_factory.mktemp("ve-emulator"))
+
+
 @pytest.fixture
-def ve(sol_cache_dir, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def ve(sol_cache_dir, emulator_dir: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The emulated ve:0 for one test (the probe and runtime caches see the setting change)."""
     monkeypatch.setenv("SOL_VE_EMULATE", "1")
+    monkeypatch.setenv("SOL_VE_EMULATOR_DIR", emulator_dir)
     _forget()
     yield "ve"
     _forget()
@@ -136,15 +147,15 @@ def test_a_host_pointer_on_the_device_fails_loudly(ve: str) -> None:
     assert "STILL:" in out, out
 
 
-def test_the_offload_benchmark_reports_copies_per_call(ve: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """benchmarks/ve_offload.py on the cheapest model: one input and one output per call, one launch, the
+def test_the_offload_benchmark_reports_copies_per_call(ve: str) -> None:
+    """benchmarks/ve_offload.py's measurement on a small CNN: one input and one output per call, one launch, the
     parameters counted once."""
     from . import _benchmark_scripts
 
     bench = _benchmark_scripts.load("ve_offload")
-    (row,) = [bench.measure("mlp", 2, runs=2, rounds=1)]
+    row = bench.measure("small", 2, runs=2, rounds=1, model=offload_checks.SmallNet().eval(),
+                        example=torch.randn(2, 3, 8, 8))
     assert (row["to_device"], row["to_host"], row["launches"]) == (1, 1, 1)
-    assert row["to_device_bytes"] > 0 and row["parameters"] > 0 and row["x86_ms"] > 0 and row["ve_ms"] > 0
-    assert bench.main(["--models", "mlp", "--runs", "1", "--rounds", "1"]) == 0
-    printed = capsys.readouterr().out
-    assert "EMULATED VE" in printed and "\nmlp " in printed
+    assert (row["to_device_bytes"], row["to_host_bytes"]) == (2 * 3 * 8 * 8 * 4, 2 * 5 * 4)
+    assert row["parameters"] > 0 and row["x86_ms"] > 0 and row["ve_ms"] > 0
+    assert "small" in bench.table([row])

@@ -190,7 +190,14 @@ def _run(cmd: list[str], what: str) -> None:
         raise SolBuildError(f"compiling {what} failed: {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
 
 
+#: where the emulator is built instead of SOL's cache (tests share one build across their private model caches)
+DIR_ENV = "SOL_VE_EMULATOR_DIR"
+
+
 def _cache_root() -> Path:
+    override = os.environ.get(DIR_ENV, "").strip()
+    if override:
+        return Path(override)
     from sol import cache  # SOL_CACHE_DIR, else platformdirs.user_cache_dir("sol")
 
     return cache.path()
