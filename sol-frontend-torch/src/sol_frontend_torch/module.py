@@ -26,13 +26,14 @@ from sol.seeds import generation
 
 from . import native_reader
 from .capture import torch_dtype
+from .cuda import native_queue
 from .params import ParamSlots, assignments
 from .params import _count_assignment as count_assignment
 from .training import RecomputeFunction, SolFunction, Step, Variant, capture_variant, rng_key
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 #: PyTorch device types whose tensors SOL's compiled models take as they are (native offloading)
-_NATIVE_DEVICES = ("ve",)
+_NATIVE_DEVICES = ("ve", "cuda")
 
 
 def _spec_fields(spec: Any) -> tuple[tuple[Size, ...], str]:
@@ -215,6 +216,7 @@ class SolModule(torch.nn.Module):
         for index, x in enumerate(tensors):
             if x.device != device:
                 raise SolInputError(f"input {index} is on {x.device}, but input 0 is on {device}; move it to {device}")
+        queue = native_queue(native, device)  # CUDA: PyTorch's current stream and caching allocator
         slots = self.__dict__.setdefault("_sol_native_slots", {})
         entry = slots.get(id(native))
         if entry is None:
@@ -227,12 +229,13 @@ class SolModule(torch.nn.Module):
                     raise SolInputError(f"parameter {name!r} is on {t.device}, but the input is on {device}: move the "
                                         f"model with .to({str(device)!r}), or the inputs to {t.device}")
             params = [t.detach() if t.is_contiguous() else t.detach().contiguous() for t in live]
-            native.prepare_on_device([t.data_ptr() for t in params])  # the parameters stay where they are
+            native.prepare_on_device([t.data_ptr() for t in params], queue)  # the parameters stay where they are
             entry[1], entry[2] = signature, params  # (contiguous copies live as long as the table refers to them)
         outputs = [torch.empty(tuple(shape), dtype=dtype, device=device)
                    for shape, (_, dtype, _) in zip(native.output_shapes(batch),
                                                    self._spec_info(native.output_specs), strict=True)]
-        native.finish(native.run_on_device([x.data_ptr() for x in tensors], [o.data_ptr() for o in outputs], batch))
+        native.finish(native.run_on_device([x.data_ptr() for x in tensors], [o.data_ptr() for o in outputs], batch,
+                                           queue))
         return self._structure(outputs, self._sol_output_spec)
 
     def _attach_gradients(self, outputs: list[torch.Tensor], inputs: Sequence[Any], batch: int) -> list[torch.Tensor]:
