@@ -1,0 +1,541 @@
+"""SOL on an NVIDIA GPU: correctness, training gradients and speed against PyTorch (one GPU, about 8 minutes).
+
+    python benchmarks/cuda_check.py --dry-run [--jobs 2]   # on a machine without a GPU: builds every artifact
+    python benchmarks/cuda_check.py                        # on the GPU: runs them, writes JSON and a table
+
+What it checks (issue 30's Done-when):
+
+- correctness: the CI half of the zoo (every model of sol_frontend_torch.zoo not in SLOW, the MLP and the
+  transformer encoder included) compiled for ``cuda``, run on CUDA tensors (native: no copies, PyTorch's
+  stream and caching allocator) at batch 1 and 8 against eager PyTorch on the same GPU with TF32 off;
+  pass: max|SOL - eager| <= 1e-3 * max(max|eager|, 1). At batch 1 also CPU tensors through transparent
+  offloading (copies per call) against eager on the CPU.
+- training gradients: resnet18, mobilenet_v2 and the transformer encoder (dropout 0) in train mode,
+  CPU tensors with the model compiled for ``cuda`` (transparent offloading: SOL's training forward and
+  backward run on the GPU, tensors are copied; training on CUDA tensors is not supported yet), every
+  parameter gradient against eager on the CPU, same criterion per tensor.
+- speed, PyTorch's default precision settings for all three: eager, ``torch.compile`` (default mode) and
+  SOL (native, CUDA tensors) for resnet18, resnet50, mobilenet_v2, densenet121, vit_b_16 and the
+  transformer encoder at batch 1 and 64 (ms per call, after warm-up, ``torch.cuda.synchronize`` around
+  the timed loop); training steps (forward, backward, SGD) at batch 16 for resnet18 and the transformer
+  encoder (SOL: transparent offloading, so the copies are in its time).
+
+Artifacts: the GPU machines have no network and their nvcc/torch differ from this machine's, so
+``--dry-run`` builds every graph the run compiles (sol.optimize and the training steps, exactly as on
+the GPU) with ``CUDA_VISIBLE_DEVICES`` empty, and copies each library into ``--artifacts`` (default
+``cuda_check_artifacts/`` in the repository) under the graph's structural hash. The run looks every
+graph up there first (carried: no nvcc) and builds only what it does not find. Each result says which.
+
+Budget: ``--budget`` seconds (default 420) over the whole run; a section that would start after it is
+recorded as skipped. torch.compile is timed last, with what is left. Results: ``--out`` (JSON; default
+cuda_check.json) and the table on stdout (and ``--table``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_ARTIFACTS = ROOT / "cuda_check_artifacts"
+SPEED_MODELS = ("resnet18", "resnet50", "mobilenet_v2", "densenet121", "vit_b_16", "transformer_encoder")
+SPEED_BATCHES = (1, 64)
+TRAIN_MODELS = ("resnet18", "mobilenet_v2", "transformer_encoder")
+TRAIN_SPEED_MODELS = ("resnet18", "transformer_encoder")
+TRAIN_SPEED_BATCH = 16
+CHECK_BATCHES = (1, 8)
+RTOL = 1e-3
+
+
+def ci_models() -> list[str]:
+    from sol_frontend_torch.zoo import MODELS, SLOW
+
+    return [name for name in MODELS if name not in SLOW]
+
+
+# -- carried artifacts ----------------------------------------------------------------------------------------
+class NotRun(Exception):
+    """A dry run's stand-in model was asked to run."""
+
+
+class Artifacts:
+    """Libraries built by --dry-run, by structural hash: ``<hash>.so`` plus ``<hash>.json`` (prefix, metadata)."""
+
+    def __init__(self, directory: Path, dry_run: bool) -> None:
+        self.directory = directory
+        self.dry_run = dry_run
+        self.used: list[str] = []     # graph names served from the directory
+        self.built: list[str] = []    # graph names built in this process
+        self._original: Any = None
+
+    def install(self) -> None:
+        import sol.compiler
+        import sol_frontend_torch.training
+
+        self._original = sol.compiler.compile_graph
+        sol.compiler.compile_graph = self.compile_graph  # sol.optimize and the native path
+        sol_frontend_torch.training.compile_graph = self.compile_graph  # the training steps
+
+    def compile_graph(self, graph: Any, device: Any = None, *, passes: bool = True) -> Any:
+        from sol.compiler import _run_passes
+
+        if not str(device or "").startswith("cuda"):
+            return self._original(graph, device, passes=passes)
+        if passes:
+            graph = _run_passes(graph)
+        key = graph.structural_hash()
+        meta_path = self.directory / f"{key}.json"
+        if self.dry_run:
+            return self._build_here(graph, key, meta_path)
+        if meta_path.exists():
+            info = json.loads(meta_path.read_text())
+            self.used.append(graph.name)
+            return _offloaded(graph, self.directory / f"{key}.so", info["prefix"], info["metadata"])
+        self.built.append(graph.name)
+        return self._original(graph, device, passes=False)
+
+    def _build_here(self, graph: Any, key: str, meta_path: Path) -> Any:
+        from sol import cache
+        from sol.codegen.build import SOURCE_NAME
+        from sol.compiler import cache_key, flavour_for, model_prefix
+        from sol.errors import SolDeviceError
+        from sol.runtime import CompiledModel
+
+        flavour, _ = flavour_for("cuda")
+        if not meta_path.exists():
+            try:
+                self._original(graph, "cuda", passes=False)  # builds (or finds) the artifact, then wants a GPU
+            except SolDeviceError:
+                pass
+            entry = cache.lookup(cache_key(graph, flavour))
+            if entry is None:
+                raise RuntimeError(f"{graph.name}: no artifact after the build")
+            self.directory.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(entry.file(SOURCE_NAME + flavour.library_suffix), self.directory / f"{key}.so.tmp")
+            os.replace(self.directory / f"{key}.so.tmp", self.directory / f"{key}.so")
+            meta_path.write_text(json.dumps({"prefix": model_prefix(graph), "model": graph.name,
+                                             "metadata": dict(entry.metadata)}, default=str))
+            self.built.append(graph.name)
+        info = json.loads(meta_path.read_text())
+
+        class Unloaded(CompiledModel):  # what the callers read (names, specs, metadata), never run
+            def _open(self, library_path: Path, prefix: str, device: int) -> None:
+                pass
+
+            def prepare(self, *args: Any, **kwargs: Any) -> None:
+                raise NotRun(graph.name)
+
+            def run(self, *args: Any, **kwargs: Any) -> None:
+                raise NotRun(graph.name)
+
+        model = Unloaded(graph, Path("/nonexistent"), info["prefix"])
+        model.metadata = dict(info["metadata"])  # type: ignore[attr-defined]
+        return model
+
+
+def _offloaded(graph: Any, library: Path, prefix: str, metadata: dict[str, Any]) -> Any:
+    """What sol.compiler.compile_graph returns for cuda:0 after its cache lookup, on a carried library."""
+    from sol.devices import get_device
+    from sol.runtime.offload import OffloadedModel, device_runtime
+
+    target = get_device("cuda", 0)
+    model = OffloadedModel(graph, library, prefix, device_runtime(target), target, metadata=dict(metadata))
+    model.metadata = dict(metadata)  # type: ignore[attr-defined]
+    return model
+
+
+# -- helpers --------------------------------------------------------------------------------------------------
+class Budget:
+    def __init__(self, seconds: float) -> None:
+        self.start = time.perf_counter()
+        self.seconds = seconds
+
+    def left(self) -> float:
+        return self.seconds - (time.perf_counter() - self.start)
+
+
+def _error(x: Any, ref: Any) -> tuple[float, float]:
+    x = x.detach().float().cpu()
+    ref = ref.detach().float().cpu()
+    return float((x - ref).abs().max()), float(ref.abs().max())
+
+
+def _ok(err: float, scale: float) -> bool:
+    return err == err and err <= RTOL * max(scale, 1.0)
+
+
+def _sync() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _time(call: Any, min_reps: int = 5, seconds: float = 0.4) -> float:
+    """ms per call: 3 warm-ups, then at least ``min_reps`` calls or ``seconds`` of them."""
+    for _ in range(3):
+        call()
+    _sync()
+    reps, start = 0, time.perf_counter()
+    while reps < min_reps or time.perf_counter() - start < seconds:
+        call()
+        reps += 1
+        if reps >= 200:
+            break
+    _sync()
+    return (time.perf_counter() - start) / reps * 1e3
+
+
+def _outputs(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    return [v for v in value if isinstance(v, torch.Tensor)]
+
+
+def _no_dropout(model: Any) -> Any:
+    import torch
+
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+        if isinstance(m, torch.nn.MultiheadAttention):
+            m.dropout = 0.0
+    return model
+
+
+# -- sections -------------------------------------------------------------------------------------------------
+def check_inference(name: str, dry_run: bool) -> dict[str, Any]:
+    import sol
+    import torch
+    from sol_frontend_torch.zoo import build
+
+    result: dict[str, Any] = {"model": name}
+    model, x = build(name)
+    started = time.perf_counter()
+    optimized = sol.optimize(model, x, device="cuda")
+    result["optimize_s"] = round(time.perf_counter() - started, 2)
+    if dry_run:
+        return result
+    with torch.no_grad():  # transparent offloading: CPU tensors, copies per call
+        want = model(x)
+        got = optimized(x)
+    err, scale = _error(_outputs(got)[0], _outputs(want)[0])
+    result["transparent_b1"] = {"err": err, "scale": scale, "ok": _ok(err, scale)}
+    optimized.cuda()  # the model's own parameters move; SOL uses them in place
+    for batch in CHECK_BATCHES:
+        torch.manual_seed(batch)
+        xb = torch.randn((batch, *x.shape[1:])).cuda()
+        with torch.no_grad():
+            want = model(xb)
+            got = optimized(xb)
+        torch.cuda.synchronize()
+        errs = [_error(g, w) for g, w in zip(_outputs(got), _outputs(want), strict=True)]
+        err, scale = max(e for e, _ in errs), max(s for _, s in errs)
+        result[f"native_b{batch}"] = {"err": err, "scale": scale, "ok": _ok(err, scale)}
+    result["ok"] = all(v["ok"] for k, v in result.items() if isinstance(v, dict))
+    return result
+
+
+def _train_model(name: str) -> tuple[Any, Any]:
+    import torch
+    from sol_frontend_torch.zoo import build
+
+    model, x = build(name)
+    _no_dropout(model)
+    torch.manual_seed(1)
+    batch = 4 if name != "transformer_encoder" else 2
+    return model.train(), torch.randn((batch, *x.shape[1:]))
+
+
+def check_training(name: str, dry_run: bool) -> dict[str, Any]:
+    import copy
+
+    import sol
+    import torch
+
+    result: dict[str, Any] = {"model": name}
+    model, x = _train_model(name)
+    reference = copy.deepcopy(model)
+    optimized = sol.optimize(model, x, device="cuda")
+    optimized.train()
+    try:
+        out = _outputs(optimized(x))[0]
+    except NotRun:
+        if dry_run:
+            return result
+        raise
+    weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(2))
+    (out * weights).sum().backward()
+    want = _outputs(reference(x))[0]
+    (want * weights).sum().backward()
+    err, scale = _error(out, want)
+    worst = {"name": "output", "err": err, "scale": scale, "ok": _ok(err, scale)}
+    checked = 0
+    mine = dict(model.named_parameters())
+    for pname, p in reference.named_parameters():
+        if p.grad is None:
+            continue
+        g = mine[pname].grad
+        if g is None:
+            worst = {"name": pname, "err": float("inf"), "scale": 0.0, "ok": False}
+            break
+        checked += 1
+        err, scale = _error(g, p.grad)
+        entry = {"name": pname, "err": err, "scale": scale, "ok": _ok(err, scale)}
+        if not entry["ok"] or (worst["ok"] and err / max(scale, 1.0) > worst["err"] / max(worst["scale"], 1.0)):
+            worst = entry
+            if not entry["ok"]:
+                break
+    result.update(gradients=checked, worst=worst, ok=bool(worst["ok"]) and checked > 0)
+    return result
+
+
+def speed_inference(name: str, budget: Budget, dry_run: bool, compiled_too: bool) -> list[dict[str, Any]]:
+    import sol
+    import torch
+    from sol_frontend_torch.zoo import build
+
+    model, x = build(name)
+    optimized = sol.optimize(model, x, device="cuda")
+    if dry_run:
+        return []
+    model.cuda()
+    optimized.cuda()
+    rows = []
+    for batch in SPEED_BATCHES:
+        torch.manual_seed(batch)
+        xb = torch.randn((batch, *x.shape[1:]), device="cuda")
+        with torch.no_grad():
+            row = {"model": name, "batch": batch, "mode": "inference",
+                   "eager_ms": _time(lambda xb=xb: model(xb)), "sol_ms": _time(lambda xb=xb: optimized(xb))}
+        rows.append(row)
+    return rows
+
+
+def speed_compiled(row: dict[str, Any]) -> None:
+    """torch.compile (default mode) of the row's model at its batch, timed into the row."""
+    import torch
+    from sol_frontend_torch.zoo import build
+
+    model, x = build(row["model"])
+    model.cuda()
+    xb = torch.randn((row["batch"], *x.shape[1:]), device="cuda")
+    compiled = torch.compile(model)
+    started = time.perf_counter()
+    with torch.no_grad():
+        compiled(xb)
+        torch.cuda.synchronize()
+        row["compile_s"] = round(time.perf_counter() - started, 1)
+        row["compiled_ms"] = _time(lambda: compiled(xb))
+
+
+def speed_training(name: str, dry_run: bool) -> dict[str, Any] | None:
+    import copy
+
+    import sol
+    import torch
+    from sol_frontend_torch.zoo import build
+
+    model, x = build(name)
+    _no_dropout(model).train()
+    xb = torch.randn((TRAIN_SPEED_BATCH, *x.shape[1:]))
+    reference = copy.deepcopy(model).cuda()
+    optimized = sol.optimize(model, x, device="cuda")
+    optimized.train()
+
+    def step(m: Any, inp: Any, opt: Any) -> None:
+        opt.zero_grad(set_to_none=True)
+        _outputs(m(inp))[0].float().mean().backward()
+        opt.step()
+
+    sol_opt = torch.optim.SGD(optimized.parameters(), lr=1e-6)
+    try:
+        step(optimized, xb, sol_opt)
+    except NotRun:
+        if dry_run:
+            return None
+        raise
+    if dry_run:
+        return None
+    eager_opt = torch.optim.SGD(reference.parameters(), lr=1e-6)
+    xc = xb.cuda()
+    row = {"model": name, "batch": TRAIN_SPEED_BATCH, "mode": "training",
+           "eager_ms": _time(lambda: step(reference, xc, eager_opt), min_reps=3),
+           "sol_ms": _time(lambda: step(optimized, xb, sol_opt), min_reps=3),
+           "sol_note": "transparent offloading (CPU tensors)"}
+    compiled = torch.compile(reference)
+    started = time.perf_counter()
+    with contextlib.suppress(Exception):
+        step(compiled, xc, eager_opt)
+        torch.cuda.synchronize()
+        row["compile_s"] = round(time.perf_counter() - started, 1)
+        row["compiled_ms"] = _time(lambda: step(compiled, xc, eager_opt), min_reps=3)
+    return row
+
+
+# -- driver ---------------------------------------------------------------------------------------------------
+def _guarded(results: list[Any], what: str, call: Any) -> Any:
+    started = time.perf_counter()
+    try:
+        value = call()
+    except Exception as exc:  # one model's failure is a result, not the end of the run
+        value = {"what": what, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:600],
+                 "trace": traceback.format_exc()[-2000:]}
+    if isinstance(value, dict):
+        value.setdefault("what", what)
+        value["seconds"] = round(time.perf_counter() - started, 2)
+        results.append(value)
+    print(f"[{time.strftime('%H:%M:%S')}] {what}: "
+          f"{json.dumps(value, default=str)[:400] if value is not None else 'done'}", flush=True)
+    return value
+
+
+def work_items() -> list[tuple[str, str]]:
+    items = [("inference", n) for n in ci_models()]
+    items += [("training", n) for n in TRAIN_MODELS]
+    items += [("speed", n) for n in SPEED_MODELS if n not in ci_models()]
+    items += [("train-speed", n) for n in TRAIN_SPEED_MODELS]
+    return items
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    budget = Budget(args.budget)
+    artifacts = Artifacts(Path(args.artifacts), args.dry_run)
+    artifacts.install()
+    report: dict[str, Any] = {"device": None, "torch": torch.__version__, "dry_run": args.dry_run,
+                              "inference": [], "training": [], "speed": [], "skipped": []}
+    if not args.dry_run:
+        report["device"] = torch.cuda.get_device_name(0)
+        torch.backends.cuda.matmul.allow_tf32 = False  # correctness: TF32 off
+        torch.backends.cudnn.allow_tf32 = False
+    only = set(args.only.split(",")) if args.only else None
+    items = [i for i in work_items() if only is None or f"{i[0]}:{i[1]}" in only]
+
+    def section(kind: str, name: str, need: float) -> bool:
+        if budget.left() < need:
+            report["skipped"].append(f"{kind} {name} (budget)")
+            print(f"skipped {kind} {name}: {budget.left():.0f} s left", flush=True)
+            return False
+        return True
+
+    for kind, name in items:
+        if kind == "inference" and section(kind, name, 10):
+            _guarded(report["inference"], f"inference {name}", lambda n=name: check_inference(n, args.dry_run))
+        elif kind == "training" and section(kind, name, 20):
+            _guarded(report["training"], f"training {name}", lambda n=name: check_training(n, args.dry_run))
+    if not args.dry_run:  # speed with PyTorch's defaults
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = True
+    for name in SPEED_MODELS:
+        if (only is None or f"speed:{name}" in only or f"inference:{name}" in only) and section("speed", name, 15):
+            rows: list[Any] = []
+            _guarded(rows, f"speed {name}", lambda n=name: {"rows": speed_inference(n, budget, args.dry_run, True)})
+            for r in rows:
+                report["speed"] += r.get("rows", []) or ([r] if "error" in r else [])
+    for name in TRAIN_SPEED_MODELS:
+        if (only is None or f"train-speed:{name}" in only) and section("train-speed", name, 30):
+            rows = []
+            _guarded(rows, f"train-speed {name}", lambda n=name: speed_training(n, args.dry_run) or {})
+            report["speed"] += [r for r in rows if "eager_ms" in r or "error" in r]
+    if not args.dry_run:
+        for row in [r for r in report["speed"] if r.get("mode") == "inference" and "eager_ms" in r]:
+            if section("torch.compile", f"{row['model']} b{row['batch']}", 45):
+                with contextlib.suppress(Exception):
+                    speed_compiled(row)
+                    print(f"compiled {row['model']} b{row['batch']}: {row.get('compiled_ms', 0):.3f} ms", flush=True)
+    report["artifacts"] = {"carried": artifacts.used, "built_here": artifacts.built}
+    report["seconds"] = round(time.perf_counter() - budget.start, 1)
+    return report
+
+
+def table(report: dict[str, Any]) -> str:
+    lines = [f"SOL cuda_check on {report['device']} (torch {report['torch']}), {report['seconds']} s; "
+             f"carried artifacts {len(report['artifacts']['carried'])}, built here {len(report['artifacts']['built_here'])}",
+             "", "correctness (max|SOL-eager| / max(max|eager|,1), pass <= 1e-3; TF32 off)",
+             f"{'model':22s} {'transparent b1':>15s} {'native b1':>12s} {'native b8':>12s}  result"]
+    for r in report["inference"]:
+        if "error" in r:
+            lines.append(f"{r['what'][10:]:22s} ERROR {r['error'][:150]}")
+            continue
+        cells = [f"{r[k]['err'] / max(r[k]['scale'], 1.0):.2e}" if k in r else "-"
+                 for k in ("transparent_b1", "native_b1", "native_b8")]
+        lines.append(f"{r['model']:22s} {cells[0]:>15s} {cells[1]:>12s} {cells[2]:>12s}  "
+                     f"{'OK' if r.get('ok') else 'FAIL'}")
+    lines += ["", "training gradients (CPU tensors, model on cuda: transparent offloading; worst tensor)"]
+    for r in report["training"]:
+        if "error" in r:
+            lines.append(f"{r['what'][9:]:22s} ERROR {r['error'][:150]}")
+            continue
+        w = r["worst"]
+        lines.append(f"{r['model']:22s} {r['gradients']:4d} gradients, worst {w['name']} "
+                     f"{w['err'] / max(w['scale'], 1.0):.2e}  {'OK' if r['ok'] else 'FAIL'}")
+    lines += ["", "speed, ms per call (PyTorch's default precision settings)",
+              f"{'model':22s} {'mode':10s} {'batch':>5s} {'eager':>9s} {'compile':>9s} {'SOL':>9s} {'SOL/eager':>9s}"]
+    for r in report["speed"]:
+        if "error" in r:
+            lines.append(f"{r.get('what', '?'):33s} ERROR {r['error'][:150]}")
+            continue
+        fmt = lambda v: f"{v:9.3f}" if isinstance(v, float) else f"{'-':>9s}"  # noqa: E731
+        ratio = r["sol_ms"] / r["eager_ms"] if r.get("eager_ms") else float("nan")
+        lines.append(f"{r['model']:22s} {r['mode']:10s} {r['batch']:5d} {fmt(r.get('eager_ms'))} "
+                     f"{fmt(r.get('compiled_ms'))} {fmt(r.get('sol_ms'))} {ratio:9.2f}")
+    if report["skipped"]:
+        lines += ["", "skipped: " + ", ".join(report["skipped"])]
+    return "\n".join(lines)
+
+
+def dry_run_parallel(args: argparse.Namespace) -> int:
+    """--dry-run --jobs N: the work items split over N processes (each builds its own graphs)."""
+    items = [f"{k}:{n}" for k, n in work_items()]
+    chunks = [items[i::args.jobs] for i in range(args.jobs)]
+    procs = []
+    for index, chunk in enumerate(chunks):
+        command = [sys.executable, __file__, "--dry-run", "--jobs", "1", "--only", ",".join(chunk),
+                   "--artifacts", args.artifacts, "--budget", str(args.budget),
+                   "--out", str(Path(args.out).with_suffix(f".dry{index}.json"))]
+        procs.append(subprocess.Popen(command))
+    return max(p.wait() for p in procs)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dry-run", action="store_true", help="build every artifact without a GPU")
+    parser.add_argument("--jobs", type=int, default=1, help="dry run: processes building in parallel")
+    parser.add_argument("--artifacts", default=str(DEFAULT_ARTIFACTS))
+    parser.add_argument("--budget", type=float, default=420.0, help="seconds; later sections are skipped")
+    parser.add_argument("--only", default="", help="kind:model,... (inference, training, speed, train-speed)")
+    parser.add_argument("--out", default="cuda_check.json")
+    parser.add_argument("--table", default="", help="also write the table to this file")
+    args = parser.parse_args()
+    if args.dry_run:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the build as on a machine without a GPU (sm_90)
+        if args.jobs > 1:
+            return dry_run_parallel(args)
+    report = run(args)
+    Path(args.out).write_text(json.dumps(report, indent=1, default=str))
+    if args.dry_run:
+        print(f"dry run: {len(report['artifacts']['built_here'])} graphs built into {args.artifacts}; "
+              f"errors: {[r['what'] for r in report['inference'] + report['training'] if 'error' in r]}")
+        return 0
+    text = table(report)
+    print(text)
+    if args.table:
+        Path(args.table).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
