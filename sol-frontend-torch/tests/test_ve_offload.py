@@ -64,6 +64,23 @@ def test_the_emulated_ve_is_listed_and_labelled(ve: str) -> None:
     assert "emulated" in sol.versions()["ve:veda"]
 
 
+def test_device_set_selects_the_ve(ve: str) -> None:
+    """``sol.device.set("ve", 0)`` instead of ``device=``: the same transparent offloading."""
+    import sol as sol_core
+    from sol.devices import forget
+
+    model = offload_checks.SmallNet().eval()
+    x = torch.randn(2, 3, 8, 8)
+    sol_core.device.set("ve", 0)
+    try:
+        sol_model = sol.optimize(model, x)
+    finally:
+        forget()  # the selection is process-wide
+    assert str(sol_model.compiled.device) == "ve:0"
+    with torch.no_grad():
+        torch.testing.assert_close(sol_model(x), model(x), rtol=1e-4, atol=1e-5)
+
+
 def test_inference_and_copies(ve: str) -> None:
     offload_checks.check_inference_and_copies(ve)
 
