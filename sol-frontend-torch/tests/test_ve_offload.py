@@ -114,6 +114,19 @@ def test_zoo_on_the_emulated_ve(ve: str, name: str) -> None:
         check_against_eager(name, batch, model, x, got, expected)
 
 
+def test_out_of_device_memory_names_the_device(ve: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model whose parameters do not fit the VE: a SOL error naming the device and what to do, not a crash."""
+    from sol.errors import SolDeviceError
+
+    monkeypatch.setenv("SOL_VE_EMULATE_MEMORY", "256k")
+    model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU()).eval()  # 1 MiB of weights
+    x = torch.randn(2, 512)
+    with pytest.raises(SolDeviceError, match=r"ve:0.*(out of|OUT_OF).*memory.*(free|smaller)"):
+        sol_model = sol.optimize(model, x, device=ve)
+        with torch.no_grad():
+            sol_model(x)
+
+
 #: the training sweep's CI models (test_training_sweep.FAST) at its smaller size; the rest on the VE in the slow set
 TRAINING = ["resnet18", "mobilenet_v3_small", "squeezenet1_1"]
 TRAINING_SLOW = ["shufflenet_v2_x1_0", "mnasnet1_0"]
