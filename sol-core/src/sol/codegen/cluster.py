@@ -20,6 +20,12 @@
   may also take over the `mul` that scales its input per channel
   (squeeze-excitation's gate, `DnnModule.absorbs_input_scale`): that mul is
   the call's prologue, and the scaled tensor is never written.
+* a generated conv also takes the pool after its chain (conv -> relu ->
+  avg_pool/max_pool/adaptive pooling) when the pool is the only reader of the
+  chain's last value and nothing else of the cluster is read outside it: the
+  pool runs depth first in the conv's nest (`sol.codegen.kernels.conv_pool`),
+  so the full-size activation is never written; elementwise layers after the
+  pool continue at the pool's index (``pool_epilogue``).
 """
 
 from __future__ import annotations
@@ -45,10 +51,13 @@ class Cluster:
     alias: bool = False
     #: a library call of the flavour's DNN module (anchor + post-ops), else generated DFP code
     dnn: DnnCall | None = None
+    #: a pool computed depth first from the epilogue's last value (a generated conv's), then its own epilogue
+    pool: Layer | None = None
+    pool_epilogue: list[Layer] = field(default_factory=list)
 
     @property
     def layers(self) -> list[Layer]:
-        return [*self.prologue, self.anchor, *self.epilogue]
+        return [*self.prologue, self.anchor, *self.epilogue, *([self.pool] if self.pool else []), *self.pool_epilogue]
 
     def produces(self) -> list[Tensor]:
         return [t for layer in self.layers for t in layer.outputs]
@@ -132,6 +141,7 @@ def cluster(layers: Sequence[Layer], available: set[int], outputs: Sequence[Tens
         else:
             current = Cluster(layer)
             _grow(current, layers[i + 1:], available, assigned)
+            _fuse_pool(current, layers[i + 1:], available, assigned, readers, output_ids)
         clusters.append(current)
         available.update(id(t) for t in current.produces())
     return clusters
@@ -158,17 +168,21 @@ def _input_scales(layers: Sequence[Layer], dnn: DnnModule, static: frozenset[int
     return found
 
 
-def _grow(current: Cluster, later: Sequence[Layer], available: set[int], assigned: set[int]) -> None:
+def _grow(current: Cluster, later: Sequence[Layer], available: set[int], assigned: set[int],
+          start: Tensor | None = None, chain: list[Layer] | None = None) -> None:
     """Append the elementwise layers that continue the chain at the same index.
 
     The chain continues the anchor's output 0 (e.g. the activation after a training batch norm, whose other
     outputs are its statistics): its kernel emits each element of that output once, with its index.
+    ``start``/``chain``: another value to continue and the list to append to (a fused pool's output).
     """
     # imported here, not at the top: the kernels register every op, which loading a cached model never needs
     from .kernels import EXPRESSIONS, elementwise_operands
 
-    shape = current.anchor.outputs[0].shape
-    registers = {id(current.anchor.outputs[0])}
+    start = current.anchor.outputs[0] if start is None else start
+    chain = current.epilogue if chain is None else chain
+    shape = start.shape
+    registers = {id(start)}
     for layer in later:
         if id(layer) in assigned or layer.op not in EXPRESSIONS or len(layer.outputs) != 1:
             continue
@@ -183,9 +197,36 @@ def _grow(current: Cluster, later: Sequence[Layer], available: set[int], assigne
             for i, t in enumerate(layer.inputs)
         )
         if fits:
-            current.epilogue.append(layer)
+            chain.append(layer)
             assigned.add(id(layer))
             registers.add(id(layer.outputs[0]))
+
+
+def _fuse_pool(current: Cluster, later: Sequence[Layer], available: set[int], assigned: set[int],
+               readers: dict[int, int], output_ids: set[int]) -> None:
+    """Take the pool that reads the cluster's chain into a generated conv's cluster (depth first, see the module
+    docstring), and the elementwise layers after the pool."""
+    from .kernels import FUSED_POOL_OPS, fusable_pool
+
+    if current.anchor.op != "conv" or current.alias or current.dnn is not None:
+        return
+    values = {id(t) for layer in current.layers for t in layer.outputs}
+    pool = next((layer for layer in later if id(layer) not in assigned and layer.op in FUSED_POOL_OPS
+                 and len(layer.inputs) == 1 and len(layer.outputs) == 1 and id(layer.inputs[0]) in values), None)
+    if pool is None or not fusable_pool(current.anchor, pool):
+        return
+    # the fused nest stores only the pool's values: every value of the chain must be read inside the cluster only
+    inside: dict[int, int] = {}
+    for layer in [*current.layers, pool]:
+        for t in layer.inputs:
+            inside[id(t)] = inside.get(id(t), 0) + 1
+    for layer in current.layers:
+        for t in layer.outputs:
+            if id(t) in output_ids or readers.get(id(t), 0) != inside.get(id(t), 0):
+                return
+    current.pool = pool
+    assigned.add(id(pool))
+    _grow(current, later, available, assigned, pool.outputs[0], current.pool_epilogue)
 
 
 def runs_in_library(dnn: DnnModule, layer: Layer, static: set[int] | frozenset[int]) -> bool:

@@ -27,11 +27,20 @@ class Stmt:
 
 @dataclass
 class Emit:
-    """Output ``output`` of the anchor layer has value ``value`` at multi-index ``index``."""
+    """Output ``output`` of the anchor layer has value ``value`` at multi-index ``index``.
+
+    In a Cluster with a fused pool (conv -> relu -> avg_pool, see `sol.codegen.cluster`), stage 0 is an
+    element of the anchor whose elementwise chain ends in ``into`` (the pool window's buffer, not memory),
+    and stage 1 an element of the pool, followed by the pool's own epilogue and stores.
+    """
 
     value: str
     index: tuple[str, ...]
     output: int = 0
+    #: where the chain's last value goes instead of being stored (a fused pool reads it from there)
+    into: str = ""
+    #: 0: a value of the anchor; 1: a value of the cluster's fused pool
+    stage: int = 0
     kind: str = "emit"
 
 

@@ -19,7 +19,7 @@ from . import cexpr
 from .cluster import Cluster, Programs
 from .dnn import DnnCode
 from .flavour import Flavour
-from .kernels import EXPRESSIONS, KernelContext, elementwise_operands, emit_layer
+from .kernels import EXPRESSIONS, KernelContext, elementwise_operands, emit_fused_pool, emit_layer
 from .memory import MemoryPlan, materialised
 from .nest import Emit, Node, Stmt, replace_emits
 
@@ -189,27 +189,36 @@ def _pointers(graph: Graph, clusters: Sequence[Cluster], memory: MemoryPlan, con
 
 def _cluster_nodes(c: Cluster, kc: KernelContext, needed: set[int]) -> list[Node]:
     anchor = c.anchor
-    nodes = emit_layer(anchor, kc)
+    nodes = emit_layer(anchor, kc) if c.pool is None else emit_fused_pool(anchor, c.pool, kc)
+
+    def chain(layers: Sequence[Layer], index: tuple[str, ...], registers: dict[int, str]) -> list[Node]:
+        out: list[Node] = []
+        for layer in layers:
+            t = layer.outputs[0]
+            operands = elementwise_operands(layer)
+            args = [registers.get(id(x)) or kc.load_broadcast(x, index, t.shape) if i in operands else ""
+                    for i, x in enumerate(layer.inputs)]
+            v = kc.fresh("v")
+            expr = EXPRESSIONS[layer.op](layer, args, index, kc)
+            out.append(Stmt(f"const {cexpr.ctype(t.dtype)} {v} = {expr};", f"{layer.name}: {describe(layer)}"))
+            registers[id(t)] = v
+            out += _store(t, v, index, kc, needed)
+        return out
 
     def expand(emit: Emit) -> list[Node]:
-        out: list[Node] = []
         registers: dict[int, str] = {}
-        value_of = anchor.outputs[emit.output]
+        # stage 1: a value of the fused pool, then the pool's epilogue
+        layer, layers = (c.pool, c.pool_epilogue) if emit.stage == 1 and c.pool is not None else (anchor, c.epilogue)
+        value_of = layer.outputs[emit.output]
         v = kc.fresh("v")
-        out.append(Stmt(f"const {cexpr.ctype(value_of.dtype)} {v} = {emit.value};", f"{anchor.name}: {describe(anchor)}"))
+        out: list[Node] = [Stmt(f"const {cexpr.ctype(value_of.dtype)} {v} = {emit.value};",
+                                f"{layer.name}: {describe(layer)}")]
         registers[id(value_of)] = v
         out += _store(value_of, v, emit.index, kc, needed)
         if emit.output == 0:  # the epilogue continues output 0 (see cluster._grow)
-            for layer in c.epilogue:
-                t = layer.outputs[0]
-                operands = elementwise_operands(layer)
-                args = [registers.get(id(x)) or kc.load_broadcast(x, emit.index, t.shape) if i in operands else ""
-                        for i, x in enumerate(layer.inputs)]
-                v = kc.fresh("v")
-                expr = EXPRESSIONS[layer.op](layer, args, emit.index, kc)
-                out.append(Stmt(f"const {cexpr.ctype(t.dtype)} {v} = {expr};", f"{layer.name}: {describe(layer)}"))
-                registers[id(t)] = v
-                out += _store(t, v, emit.index, kc, needed)
+            out += chain(layers, emit.index, registers)
+        if emit.into and c.pool is not None:  # the chain's last value: into the fused pool's window
+            out.append(Stmt(f"{emit.into} = {registers[id(c.pool.inputs[0])]};", f"into {c.pool.name}'s window"))
         return out
 
     return replace_emits(nodes, expand)

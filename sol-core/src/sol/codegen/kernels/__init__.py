@@ -8,6 +8,7 @@ from . import (  # noqa: F401  (register kernels)
     attention,
     batch_norm_train,
     conv_grad,
+    conv_pool,
     dense,
     dropout_train,
     elementwise,
@@ -21,6 +22,8 @@ from . import (  # noqa: F401  (register kernels)
     scatter,
 )
 from .base import EXPRESSIONS, KERNELS, KernelContext
+from .conv_pool import POOL_OPS as FUSED_POOL_OPS
+from .conv_pool import fusable as fusable_pool
 from .elementwise import elementwise_kernel, elementwise_operands
 
 
@@ -36,8 +39,14 @@ def emit_layer(layer: Layer, kc: KernelContext) -> list[Node]:
     raise SolUnsupportedError(f"layer {layer.name!r}: op {layer.op!r} has no generated implementation yet")
 
 
+def emit_fused_pool(conv: Layer, pool: Layer, kc: KernelContext) -> list[Node]:
+    """The loop nest of a conv with the pool of its chain fused depth first (see `conv_pool`)."""
+    return conv_pool.conv_pool(conv, pool, kc)
+
+
 def supported_ops() -> set[str]:
     return set(KERNELS) | set(EXPRESSIONS)
 
 
-__all__ = ["EXPRESSIONS", "KERNELS", "KernelContext", "elementwise_operands", "emit_layer", "supported_ops"]
+__all__ = ["EXPRESSIONS", "FUSED_POOL_OPS", "KERNELS", "KernelContext", "elementwise_operands", "emit_fused_pool",
+           "emit_layer", "fusable_pool", "supported_ops"]

@@ -31,13 +31,34 @@ def _row_buffer(t: str, width: int, init: str) -> list[Node]:
 
 @kernel("conv")
 def conv(layer: Layer, kc: KernelContext) -> list[Node]:
+    out = layer.outputs[0]
+    r = layer.inputs[0].rank - 2
+    if r < 1:
+        raise unsupported(layer, "needs at least one spatial dim")
+    if single_pixel_conv(layer):
+        channels = cexpr.static(layer.inputs[0].shape[1], "conv input channels")
+        return _single_pixel_conv(layer, kc, channels, cexpr.static(out.shape[1], "conv output channels"), r)
+    outs = [cexpr.static(s, f"output size of {layer.name!r}") for s in out.shape[2:]]
+    rows = [f"o{i}" for i in range(r - 1)]
+    variables = ["n", "oc", *rows]
+    extents = [cexpr.size(out.shape[0]), str(cexpr.static(out.shape[1], "conv output channels")),
+               *[str(o) for o in outs[:-1]]]
+    return _parallel_loops(variables, extents, [Block(conv_row(layer, kc, rows))])
+
+
+def conv_row(layer: Layer, kc: KernelContext, rows: list[str]) -> list[Node]:
+    """One output row of a convolution: output ``[n, oc, *rows, :]`` accumulated in ``acc[OW]``, then emitted
+    element by element (``Emit("acc[ow]", ...)``, in a vector loop over ``ow``).
+
+    ``rows``: the C variables of the output position in every spatial dim but the last (the caller's loops
+    define ``n``, ``oc`` and them). A fused pool (`sol.codegen.kernels.conv_pool`) computes the rows its
+    windows need this way.
+    """
     x, w = layer.inputs[0], layer.inputs[1]
     bias = optional_input(layer, 2)
     out = layer.outputs[0]
     t = ctype_of(out, layer)
     r = x.rank - 2
-    if r < 1:
-        raise unsupported(layer, "needs at least one spatial dim")
     stride = [int(s) for s in layer.attrs["stride"]]
     dilation = [int(d) for d in layer.attrs["dilation"]]
     pads = spatial_padding(layer.attrs["padding"], r)
@@ -50,8 +71,6 @@ def conv(layer: Layer, kc: KernelContext) -> list[Node]:
     cg, ocg = channels // groups, out_channels // groups
     xp, wp = kc.ptr(x), kc.ptr(w)
     init = kc.load(bias, ["oc"]) if bias is not None else "0"
-    if single_pixel_conv(layer):
-        return _single_pixel_conv(layer, kc, channels, out_channels, r)
 
     # innermost: one kernel tap of the last spatial dim, SIMD over the output row (clipped to the valid range)
     s, d, (pb, _) = stride[-1], dilation[-1], pads[-1]
@@ -67,18 +86,15 @@ def conv(layer: Layer, kc: KernelContext) -> list[Node]:
     body: list[Node] = [Loop(f"k{r - 1}", str(kernel_sizes[-1]), tap)]
     # outer spatial dims of the window: skip taps that fall into the padding
     for i in reversed(range(r - 1)):
-        check = Stmt(f"const int64_t ih{i} = o{i} * {stride[i]} - {pads[i][0]} + k{i} * {dilation[i]}; "
+        check = Stmt(f"const int64_t ih{i} = {rows[i]} * {stride[i]} - {pads[i][0]} + k{i} * {dilation[i]}; "
                      f"if (ih{i} < 0 || ih{i} >= {ins[i]}) continue;")
         body = [Loop(f"k{i}", str(kernel_sizes[i]), [check, *body])]
-    row: list[Node] = [
+    return [
         *_row_buffer(t, outs[-1], init),
         Stmt(f"const int64_t g = oc / {ocg};"),
         Loop("ic", str(cg), body),
-        Loop("ow", str(outs[-1]), [Emit("acc[ow]", ("n", "oc", *[f"o{i}" for i in range(r - 1)], "ow"))], vector=True),
+        Loop("ow", str(outs[-1]), [Emit("acc[ow]", ("n", "oc", *rows, "ow"))], vector=True),
     ]
-    variables = ["n", "oc", *[f"o{i}" for i in range(r - 1)]]
-    extents = [cexpr.size(out.shape[0]), str(out_channels), *[str(o) for o in outs[:-1]]]
-    return _parallel_loops(variables, extents, [Block(row)])
 
 
 def single_pixel_conv(layer: Layer) -> bool:
