@@ -340,7 +340,7 @@ def speed_compiled(row: dict[str, Any]) -> None:
         row["compiled_ms"] = _time(lambda: compiled(xb))
 
 
-def speed_training(name: str, dry_run: bool) -> dict[str, Any] | None:
+def speed_training(name: str, budget: Budget, dry_run: bool) -> dict[str, Any] | None:
     import copy
 
     import sol
@@ -374,6 +374,8 @@ def speed_training(name: str, dry_run: bool) -> dict[str, Any] | None:
            "eager_ms": _time(lambda: step(reference, xc, eager_opt), min_reps=3),
            "sol_ms": _time(lambda: step(optimized, xb, sol_opt), min_reps=3),
            "sol_note": "transparent offloading (CPU tensors)"}
+    if budget.left() < 120:  # compiling a training step takes a minute or more
+        return row
     compiled = torch.compile(reference)
     started = time.perf_counter()
     with contextlib.suppress(Exception):
@@ -425,6 +427,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     items = [i for i in work_items() if only is None or f"{i[0]}:{i[1]}" in only]
 
     def section(kind: str, name: str, need: float) -> bool:
+        Path(args.out).write_text(json.dumps(report, indent=1, default=str))  # so far: kept if the run is killed
         if budget.left() < need:
             report["skipped"].append(f"{kind} {name} (budget)")
             print(f"skipped {kind} {name}: {budget.left():.0f} s left", flush=True)
@@ -448,7 +451,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for name in TRAIN_SPEED_MODELS:
         if (only is None or f"train-speed:{name}" in only) and section("train-speed", name, 30):
             rows = []
-            _guarded(rows, f"train-speed {name}", lambda n=name: speed_training(n, args.dry_run) or {})
+            _guarded(rows, f"train-speed {name}", lambda n=name: speed_training(n, budget, args.dry_run) or {})
             report["speed"] += [r for r in rows if "eager_ms" in r or "error" in r]
     if not args.dry_run:
         for row in [r for r in report["speed"] if r.get("mode") == "inference" and "eager_ms" in r]:

@@ -39,7 +39,16 @@ class CudaBackend(Backend):
         return open_runtime(device.index)
 
     def versions(self) -> Mapping[str, str]:
-        return {"nvcc": nvcc_version(find_nvcc(configured_nvcc())), "driver": _driver_version()}
+        return {"nvcc": nvcc_version(find_nvcc(configured_nvcc())), "driver": _driver_version(),
+                "runtime": _runtime_version()}
+
+
+def _runtime_version() -> str:
+    # cudaRuntimeGetVersion creates no context: safe in the user's process
+    from .runtime import Cudart
+
+    cudart, reason = Cudart.load()
+    return cudart.version() + f" ({cudart.path})" if cudart is not None else f"not installed ({reason})"
 
 
 def _driver_version() -> str:
