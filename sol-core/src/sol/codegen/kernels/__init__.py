@@ -39,9 +39,9 @@ def emit_layer(layer: Layer, kc: KernelContext) -> list[Node]:
     raise SolUnsupportedError(f"layer {layer.name!r}: op {layer.op!r} has no generated implementation yet")
 
 
-def emit_fused_pool(conv: Layer, pool: Layer, kc: KernelContext) -> list[Node]:
-    """The loop nest of a conv with the pool of its chain fused depth first (see `conv_pool`)."""
-    return conv_pool.conv_pool(conv, pool, kc)
+def emit_fused_pool(conv: Layer, fused: Layer, kc: KernelContext) -> list[Node]:
+    """The loop nest of a conv with the pool of its chain (``fused``) computed depth first (see `conv_pool`)."""
+    return conv_pool.conv_pool(conv, fused, kc)
 
 
 def supported_ops() -> set[str]:
