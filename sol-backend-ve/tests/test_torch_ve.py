@@ -163,6 +163,25 @@ def test_sol_model_on_ve_tensors(ve):
             sol_model(xv)
 
 
+def test_tutorial_inference_flow(ve):
+    """The original SOL's tutorial up to training: optimize, load_state_dict, .to('ve'), inference under no_grad."""
+    from sol_frontend_torch.offload_checks import SmallNet
+
+    torch.manual_seed(3)
+    trained = SmallNet().eval()
+    model = SmallNet().eval()
+    x = torch.randn(4, 3, 8, 8)
+    sol_model = sol.optimize(model, x)
+    sol_model.load_state_dict(trained.state_dict())
+    sol_model.to("ve:0")
+    with torch.no_grad():
+        out = sol_model(x.to("ve:0"))
+        torch.testing.assert_close(out.cpu(), trained(x), rtol=1e-4, atol=1e-5)
+        assert out.argmax(1).cpu().tolist() == trained(x).argmax(1).tolist()  # argmax on the VE: the fallback
+    with pytest.raises(sol.errors.SolInputError, match="training on ve:0 tensors is not supported yet"):
+        sol_model(x.ve())  # gradients wanted: not yet on VE tensors
+
+
 def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if k not in ("SOL_VE_EMULATE", "VEDA_LIBRARY")}
     environ.update(env)
