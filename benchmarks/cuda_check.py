@@ -350,7 +350,7 @@ def speed_training(name: str, budget: Budget, dry_run: bool) -> dict[str, Any] |
     model, x = build(name)
     _no_dropout(model).train()
     xb = torch.randn((TRAIN_SPEED_BATCH, *x.shape[1:]))
-    reference = copy.deepcopy(model).cuda()
+    reference = copy.deepcopy(model)
     optimized = sol.optimize(model, x, device="cuda")
     optimized.train()
 
@@ -368,6 +368,7 @@ def speed_training(name: str, budget: Budget, dry_run: bool) -> dict[str, Any] |
         raise
     if dry_run:
         return None
+    reference.cuda()
     eager_opt = torch.optim.SGD(reference.parameters(), lr=1e-6)
     xc = xb.cuda()
     row = {"model": name, "batch": TRAIN_SPEED_BATCH, "mode": "training",
