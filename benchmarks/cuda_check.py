@@ -223,7 +223,7 @@ def check_inference(name: str, dry_run: bool) -> dict[str, Any]:
     result: dict[str, Any] = {"model": name}
     model, x = build(name)
     started = time.perf_counter()
-    optimized = sol.optimize(model, x, device="cuda")
+    optimized = sol.optimize(model, sol.input([0, *x.shape[1:]]), device="cuda")  # any batch
     result["optimize_s"] = round(time.perf_counter() - started, 2)
     if dry_run:
         return result
@@ -307,7 +307,7 @@ def speed_inference(name: str, budget: Budget, dry_run: bool, compiled_too: bool
     from sol_frontend_torch.zoo import build
 
     model, x = build(name)
-    optimized = sol.optimize(model, x, device="cuda")
+    optimized = sol.optimize(model, sol.input([0, *x.shape[1:]]), device="cuda")  # the same artifact as above
     if dry_run:
         return []
     model.cuda()
@@ -351,7 +351,7 @@ def speed_training(name: str, budget: Budget, dry_run: bool) -> dict[str, Any] |
     _no_dropout(model).train()
     xb = torch.randn((TRAIN_SPEED_BATCH, *x.shape[1:]))
     reference = copy.deepcopy(model)
-    optimized = sol.optimize(model, x, device="cuda")
+    optimized = sol.optimize(model, xb, device="cuda")  # training graphs are captured for this batch
     optimized.train()
 
     def step(m: Any, inp: Any, opt: Any) -> None:
