@@ -128,8 +128,9 @@ def test_out_of_device_memory_names_the_device(ve: str, monkeypatch: pytest.Monk
 
 
 #: the training sweep's CI models (test_training_sweep.FAST) at its smaller size; the rest on the VE in the slow set
-TRAINING = ["resnet18", "mobilenet_v3_small", "squeezenet1_1"]
-TRAINING_SLOW = ["shufflenet_v2_x1_0", "mnasnet1_0"]
+#: (mobilenet_v3_small's depthwise and hardswish gradients run library-free in CI on x86: test_zoo_library_free)
+TRAINING = ["resnet18", "squeezenet1_1"]
+TRAINING_SLOW = ["mobilenet_v3_small", "shufflenet_v2_x1_0", "mnasnet1_0"]
 
 
 @pytest.mark.parametrize("name", [*TRAINING, *[pytest.param(n, marks=pytest.mark.slow) for n in TRAINING_SLOW]])
@@ -168,6 +169,7 @@ HOST_POINTER = textwrap.dedent("""
 def test_a_host_pointer_on_the_device_fails_loudly(ve: str) -> None:
     """A host address in a pointer table faults on the emulated VE (separate address space) and says so; the device
     is lost afterwards, as a real VE is after an exception. In a child process: the lost device stays lost."""
+    sol.optimize(offload_checks.SmallNet().eval(), torch.randn(2, 3, 8, 8), device=ve)  # the child hits the cache
     done = subprocess.run([sys.executable, "-c", HOST_POINTER], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "SOL_VE_EMULATE": "1"}, check=False)
     out = done.stdout + done.stderr

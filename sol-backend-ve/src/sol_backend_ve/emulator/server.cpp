@@ -6,6 +6,7 @@
 // Usage: ve-emulator-server <socket fd>   (the client accounts capacity)
 #include "protocol.h"
 
+#include <atomic>
 #include <dlfcn.h>
 #include <signal.h>
 #include <unistd.h>
@@ -72,7 +73,14 @@ size_t append_hex(char* buf, size_t at, size_t cap, uint64_t v) {
     return append(buf, at, cap, digits);
 }
 
+// Several OpenMP threads of one kernel fault at once when a host pointer reaches it: only the first reports
+// (two interleaved replies would garble the message); the others wait for the process to end.
+std::atomic<int> g_faulted{0};
+
 void on_fault(int sig, siginfo_t* info, void*) {
+    if (g_faulted.exchange(1)) {
+        for (;;) pause();
+    }
     char msg[512];
     size_t n = 0;
     const char* kernel = g_running_kernel[0] ? g_running_kernel : "(none; the emulator itself)";
