@@ -22,10 +22,9 @@ import pytest
 import sol.pytorch as sol
 import torch
 from sol_frontend_torch import gradient_check, offload_checks
-from sol_frontend_torch.zoo import build
 
 from .test_training_sweep import FLOAT64_TOLERANCE
-from .test_zoo_optimize import CASES, check_against_eager
+from .test_zoo_optimize import CASES, check_zoo_model
 
 pytest.importorskip("sol_backend_ve", reason="sol-backend-ve is not installed")
 
@@ -100,18 +99,7 @@ def test_profile_reports_copies(ve: str) -> None:
 @pytest.mark.parametrize("name", CASES)
 def test_zoo_on_the_emulated_ve(ve: str, name: str) -> None:
     """The zoo test's models (its CI half here, the rest in the slow set) with CPU tensors, run on ve:0."""
-    model, example = build(name)
-    spec = sol.input([0, *example.shape[1:]], dtype=example.dtype)
-    sol_model = sol.optimize(model, spec, batch_size=example.shape[0], device=ve)
-    assert str(sol_model.compiled.device) == "ve:0"
-    for batch in (1, 4):
-        torch.manual_seed(batch)
-        x = torch.randn((batch, *example.shape[1:]), dtype=example.dtype)
-        with torch.no_grad():
-            expected = model(x)
-            got = sol_model(x)
-        assert got.shape == expected.shape and got.device.type == "cpu"
-        check_against_eager(name, batch, model, x, got, expected)
+    assert str(check_zoo_model(name, device=ve).compiled.device) == "ve:0"
 
 
 def test_out_of_device_memory_names_the_device(ve: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,11 +26,10 @@ import torch
 from sol.compiler import cache_key, flavour_for
 from sol.ir import Graph
 from sol_frontend_torch import gradient_check
-from sol_frontend_torch.zoo import build
 
 from .test_training_sweep import FAST as TRAINING_FAST
 from .test_training_sweep import FLOAT64_TOLERANCE, SIZES
-from .test_zoo_optimize import CASES, check_against_eager
+from .test_zoo_optimize import CASES, check_zoo_model
 
 DNN = "x86::dnn"
 
@@ -69,18 +68,7 @@ def test_dnn_setting_is_part_of_the_cache_key() -> None:
 
 @pytest.mark.parametrize("name", CASES)
 def test_library_free_model_matches_eager(name: str) -> None:
-    model, example = build(name)
-    spec = sol.input([0, *example.shape[1:]], dtype=example.dtype)
-    sol_model = sol.optimize(model, spec, batch_size=example.shape[0])
-    assert_library_free(sol_model.compiled)
-    for batch in (1, 4):
-        torch.manual_seed(batch)
-        x = torch.randn((batch, *example.shape[1:]), dtype=example.dtype)
-        with torch.no_grad():
-            expected = model(x)
-            got = sol_model(x)
-        assert got.shape == expected.shape and got.dtype == expected.dtype
-        check_against_eager(name, batch, model, x, got, expected)
+    assert_library_free(check_zoo_model(name).compiled)
 
 
 #: the training sweep's CI models: one in CI (the CI time above), the others in the slow set

@@ -46,16 +46,23 @@ def check_against_eager(name: str, batch: int, model, x, got: torch.Tensor, expe
     )
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_optimized_model_matches_eager(name):
+def check_zoo_model(name, **optimize_options):
+    """The zoo model ``name`` optimized with a wildcard batch (and ``optimize_options``, e.g. ``device``), called at
+    batch 1 and 4 with CPU tensors, against eager; returns the optimized model."""
     model, example = build(name)
     spec = sol.input([0, *example.shape[1:]], dtype=example.dtype)
-    sol_model = sol.optimize(model, spec, batch_size=example.shape[0])
+    sol_model = sol.optimize(model, spec, batch_size=example.shape[0], **optimize_options)
     for batch in (1, 4):
         torch.manual_seed(batch)
         x = torch.randn((batch, *example.shape[1:]), dtype=example.dtype)
         with torch.no_grad():
             expected = model(x)
             got = sol_model(x)
-        assert got.shape == expected.shape and got.dtype == expected.dtype
+        assert got.shape == expected.shape and got.dtype == expected.dtype and got.device == expected.device
         check_against_eager(name, batch, model, x, got, expected)
+    return sol_model
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_optimized_model_matches_eager(name):
+    check_zoo_model(name)
