@@ -166,12 +166,18 @@ class ParamSlots:
         """Pointers for ``compiled``, running its prepare program first when a parameter changed since its last one."""
         pointers = [t.data_ptr() for t in tensors]
         signature = tuple(zip(pointers, (t._version for t in self.live()), strict=True))
-        if self._prepared.get(id(compiled)) != signature:
+        previous = self._prepared.get(id(compiled))
+        if previous != signature:
             takes = getattr(compiled, "device_type", "cpu")
             for name, tensor in zip(self.names, tensors, strict=True):
                 if tensor.device.type != takes:  # e.g. a model moved to the VE, called with CPU tensors
                     raise SolError(f"parameter {name!r} is on {tensor.device}, but the model was called with {takes} "
                                    f"tensors: move the inputs to {tensor.device}, or the model to {takes}")
-            compiled.prepare(pointers)
+            if previous is not None and getattr(compiled, "uploads_changed", False):
+                # an offloaded model copies only the parameters whose version or address changed (a fine-tuned head
+                # does not re-send a frozen backbone)
+                compiled.prepare(pointers, changed=[a != b for a, b in zip(previous, signature, strict=True)])
+            else:
+                compiled.prepare(pointers)
             self._prepared[id(compiled)] = signature
         return pointers

@@ -183,12 +183,23 @@ class OffloadedModel(CompiledModel):
         self._workspace_batch = batch
         return self._workspace_ptr
 
-    def prepare(self, param_ptrs: list[int]) -> None:
-        """Upload the parameters (called only when they changed) and recompute the derived ones on the device."""
+    #: prepare() takes ``changed``: frontends that track parameter versions upload only what changed
+    uploads_changed = True
+
+    def prepare(self, param_ptrs: list[int], changed: list[bool] | None = None) -> None:
+        """Upload the parameters (all, or those ``changed`` marks) and recompute the derived ones on the device.
+
+        Frontends call this only when a parameter changed (PyTorch: its version counter or address).
+        """
         self._check_count("parameter", param_ptrs, len(self.param_names))
+        if changed is not None and len(changed) != len(param_ptrs):
+            raise SolInputError(f"model {self.graph.name!r}: {len(changed)} 'changed' flags for {len(param_ptrs)} "
+                                "parameters")
         with self._lock:
+            fresh = self._params is None
             block = self._parameter_block()
-            copies = [Copy(block.pointer(i), int(ptr), block.sizes[i]) for i, ptr in enumerate(param_ptrs)]
+            copies = [Copy(block.pointer(i), int(ptr), block.sizes[i]) for i, ptr in enumerate(param_ptrs)
+                      if fresh or changed is None or changed[i]]
             self.runtime.copy_to_device(copies)
             self.transfers.parameters += len(copies)
             self.transfers.parameter_bytes += sum(c.nbytes for c in copies)
