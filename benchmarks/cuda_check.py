@@ -181,16 +181,18 @@ def _sync() -> None:
 
 
 def _time(call: Any, min_reps: int = 5, seconds: float = 0.4) -> float:
-    """ms per call: 3 warm-ups, then at least ``min_reps`` calls or ``seconds`` of them."""
-    for _ in range(3):
-        call()
+    """ms per call: a warm-up, one timed call to size the loop, then ``seconds`` of calls (at least ``min_reps``,
+    but only 2 for a call slower than 0.2 s: the generated library-free kernels take seconds at batch 64)."""
+    call()
     _sync()
-    reps, start = 0, time.perf_counter()
-    while reps < min_reps or time.perf_counter() - start < seconds:
+    start = time.perf_counter()
+    call()
+    _sync()
+    once = time.perf_counter() - start
+    reps = 2 if once > 0.2 else max(min_reps, min(200, int(seconds / max(once, 1e-6))))
+    start = time.perf_counter()
+    for _ in range(reps):
         call()
-        reps += 1
-        if reps >= 200:
-            break
     _sync()
     return (time.perf_counter() - start) / reps * 1e3
 
@@ -427,39 +429,57 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     only = set(args.only.split(",")) if args.only else None
     items = [i for i in work_items() if only is None or f"{i[0]}:{i[1]}" in only]
 
+    lost: list[str] = []  # a kernel's illegal address ends the CUDA context: later sections cannot run
+
     def section(kind: str, name: str, need: float) -> bool:
         Path(args.out).write_text(json.dumps(report, indent=1, default=str))  # so far: kept if the run is killed
+        if lost:
+            report["skipped"].append(f"{kind} {name} (CUDA context lost in {lost[0]})")
+            return False
         if budget.left() < need:
             report["skipped"].append(f"{kind} {name} (budget)")
             print(f"skipped {kind} {name}: {budget.left():.0f} s left", flush=True)
             return False
         return True
 
+    def guarded(results: list[Any], what: str, call: Any) -> None:
+        value = _guarded(results, what, call)
+        if isinstance(value, dict) and "illegal memory access" in str(value.get("error", "")):
+            lost.append(what)
+
+    def wanted(kind: str, name: str) -> bool:
+        return only is None or f"{kind}:{name}" in only
+
+    # the sections most likely to break the context (training: more generated kernels) run last
     for kind, name in items:
         if kind == "inference" and section(kind, name, 10):
-            _guarded(report["inference"], f"inference {name}", lambda n=name: check_inference(n, args.dry_run))
-        elif kind == "training" and section(kind, name, 20):
-            _guarded(report["training"], f"training {name}", lambda n=name: check_training(n, args.dry_run))
+            guarded(report["inference"], f"inference {name}", lambda n=name: check_inference(n, args.dry_run))
     if not args.dry_run:  # speed with PyTorch's defaults
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = True
     for name in SPEED_MODELS:
-        if (only is None or f"speed:{name}" in only or f"inference:{name}" in only) and section("speed", name, 15):
+        if (wanted("speed", name) or wanted("inference", name)) and section("speed", name, 15):
             rows: list[Any] = []
-            _guarded(rows, f"speed {name}", lambda n=name: {"rows": speed_inference(n, budget, args.dry_run, True)})
+            guarded(rows, f"speed {name}", lambda n=name: {"rows": speed_inference(n, budget, args.dry_run, True)})
             for r in rows:
                 report["speed"] += r.get("rows", []) or ([r] if "error" in r else [])
-    for name in TRAIN_SPEED_MODELS:
-        if (only is None or f"train-speed:{name}" in only) and section("train-speed", name, 30):
-            rows = []
-            _guarded(rows, f"train-speed {name}", lambda n=name: speed_training(n, budget, args.dry_run) or {})
-            report["speed"] += [r for r in rows if "eager_ms" in r or "error" in r]
     if not args.dry_run:
         for row in [r for r in report["speed"] if r.get("mode") == "inference" and "eager_ms" in r]:
             if section("torch.compile", f"{row['model']} b{row['batch']}", 45):
                 with contextlib.suppress(Exception):
                     speed_compiled(row)
                     print(f"compiled {row['model']} b{row['batch']}: {row.get('compiled_ms', 0):.3f} ms", flush=True)
+        torch.backends.cudnn.allow_tf32 = False  # gradients: TF32 off again
+    for kind, name in items:
+        if kind == "training" and section(kind, name, 20):
+            guarded(report["training"], f"training {name}", lambda n=name: check_training(n, args.dry_run))
+    if not args.dry_run:
+        torch.backends.cudnn.allow_tf32 = True
+    for name in TRAIN_SPEED_MODELS:
+        if wanted("train-speed", name) and section("train-speed", name, 30):
+            rows = []
+            guarded(rows, f"train-speed {name}", lambda n=name: speed_training(n, budget, args.dry_run) or {})
+            report["speed"] += [r for r in rows if "eager_ms" in r or "error" in r]
     report["artifacts"] = {"carried": artifacts.used, "built_here": artifacts.built}
     report["seconds"] = round(time.perf_counter() - budget.start, 1)
     return report
