@@ -311,3 +311,23 @@ def test_every_op_of_the_registry_compiles_for_sm90(built):
     failed = {name: r.stdout[-2000:] for name, r in results.items() if name.startswith("ops_") and r.returncode}
     assert not failed, "nvcc failed:\n" + "\n".join(f"== {n}\n{out}" for n, out in failed.items())
     assert len([n for n in sources if n.startswith("ops_")]) >= 10
+
+
+def test_device_heap_scratch_is_checked_in_per_thread_kernels(tmp_path):
+    """A thread whose ``new`` got no device heap reports SOL_STATUS_SCRATCH instead of writing through null
+    (on an H100, resnet18's maxpool gradient exhausted the 8 MB heap: an illegal address that ended the context)."""
+    sources = {name: _source(graph) for name, graph in _op_graphs().items()}
+    with_new = {name: text for name, text in sources.items() if " = new " in text}
+    assert with_new, "some op group takes per-thread scratch with new (pooling and batch-norm gradients)"
+    for name, text in with_new.items():
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
+            if " = new " in line and "__global__" not in line:
+                variable = line.split("*", 1)[1].split("=", 1)[0].strip()
+                assert f"if ({variable} == nullptr) {{ sol_fail(&sol_cuda_status_word, SOL_STATUS_SCRATCH); return; }}" \
+                    in lines[i + 1], f"{name}: unguarded {line.strip()}"
+    if NVCC is None:
+        return
+    name, text = next(iter(with_new.items()))
+    results = _compile_all({name: text}, tmp_path)
+    assert results[name] is not None and results[name].returncode == 0, results[name].stdout[-3000:]

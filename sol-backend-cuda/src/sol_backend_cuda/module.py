@@ -10,6 +10,7 @@ module's lines) stay host code at their place in the schedule.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,8 @@ def plan_program(program: Any, prefix: str) -> HostProgram:
             step.kernels = kmap.plan_kernels(c.nodes, name, host_names, c.title)
             for k in step.kernels:
                 _to_status_word(k.body)
+                if k.mode != "warp":  # a warp's lanes must not leave before its shuffles: only per-thread kernels
+                    _guard_scratch(k.body)
         steps.append(step)
     return HostProgram(program.name, program.doc, f"{program.signature}, {STREAM_PARAMETER}", program.pointers, steps)
 
@@ -71,6 +74,32 @@ def _to_status_word(nodes: Sequence[Node]) -> None:
             n.code = n.code.replace("&sol_status", f"&{STATUS_WORD}")
         elif isinstance(n, (Loop, Block)):
             _to_status_word(n.body)
+
+
+#: ``T* name = new T[...]`` in a kernel body: per-thread scratch from the device heap (8 MB by default)
+_DEVICE_NEW = re.compile(r"^\s*[\w:]+\s*\*\s*(\w+)\s*=\s*new\s+[\w:]+\s*\[")
+
+
+def _guard_scratch(nodes: list[Node]) -> None:
+    """After every device-heap ``new``: a thread that got none reports SOL_STATUS_SCRATCH and stops.
+
+    Why: kernels of the thread mapping take their scratch (a pooling gradient's whole input plane) with
+    ``new``; thousands of threads at once exhaust CUDA's device heap, ``new`` returns null, and writing
+    through it is an illegal address that ends the CUDA context (seen on an H100: resnet18's maxpool
+    gradient, 4 x 64 threads x 112*112 doubles). The status word turns that into a SOL error instead.
+    """
+    index = 0
+    while index < len(nodes):
+        node = nodes[index]
+        if isinstance(node, Stmt):
+            match = _DEVICE_NEW.match(node.code)
+            if match is not None:
+                nodes.insert(index + 1, Stmt(f"if ({match.group(1)} == nullptr) {{ sol_fail(&{STATUS_WORD}, "
+                                             "SOL_STATUS_SCRATCH); return; }"))
+                index += 1
+        elif isinstance(node, (Loop, Block)):
+            _guard_scratch(node.body)
+        index += 1
 
 
 @functools.lru_cache(maxsize=1)
@@ -100,7 +129,7 @@ template <class T> static __host__ __device__ __forceinline__ T sol_select(bool 
 static __host__ __device__ __forceinline__ int64_t sol_ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 template <class T> static __host__ __device__ __forceinline__ T sol_floor_div(T a, T b) { T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }
 template <class T> static __host__ __device__ __forceinline__ T sol_ipow(T a, T b) { T r = 1; for (T i = 0; i < b; ++i) r *= a; return r; }
-enum { SOL_STATUS_OK = 0, SOL_STATUS_INDEX = 1, SOL_STATUS_LIBRARY = 2 };
+enum { SOL_STATUS_OK = 0, SOL_STATUS_INDEX = 1, SOL_STATUS_LIBRARY = 2, SOL_STATUS_SCRATCH = 3 };
 // Errors kernels find (an index out of range): read and cleared by {{ prefix }}_status.
 __device__ int {{ status_word }} = 0;
 static __device__ __forceinline__ void sol_fail(int* status, int code) { atomicExch(status, code); }

@@ -67,7 +67,8 @@ DEVICE_TO_HOST = 2
 DEVICE_TO_DEVICE = 3
 
 #: what the flavour's entry points return (module.py's SOL_STATUS_*)
-STATUS_NAMES = {0: "ok", 1: "index out of range (SOL_STATUS_INDEX)", 2: "a CUDA launch failed (SOL_STATUS_LIBRARY)"}
+STATUS_NAMES = {0: "ok", 1: "index out of range (SOL_STATUS_INDEX)", 2: "a CUDA launch failed (SOL_STATUS_LIBRARY)",
+                3: "a kernel's per-thread scratch did not fit CUDA's device heap (SOL_STATUS_SCRATCH)"}
 #: entry points that take the stream as their last argument
 STREAM_FUNCTIONS = ("_forward", "_prepare")
 
