@@ -23,7 +23,7 @@ What it checks (issue 30's Done-when):
 Artifacts: the GPU machines have no network and their nvcc/torch differ from this machine's, so
 ``--dry-run`` builds every graph the run compiles (sol.optimize and the training steps, exactly as on
 the GPU) with ``CUDA_VISIBLE_DEVICES`` empty, and copies each library into ``--artifacts`` (default
-``cuda_check_artifacts/`` in the repository) under the graph's structural hash. The run looks every
+``cuda_check_artifacts/`` in the repository) under the graph's structural hash and the code generator's versions. The run looks every
 graph up there first (carried: no nvcc) and builds only what it does not find. Each result says which.
 
 Budget: ``--budget`` seconds (default 420) over the whole run; a section that would start after it is
@@ -92,7 +92,7 @@ class Artifacts:
             return self._original(graph, device, passes=passes)
         if passes:
             graph = _run_passes(graph)
-        key = graph.structural_hash()
+        key = artifact_key(graph)
         meta_path = self.directory / f"{key}.json"
         if self.dry_run:
             return self._build_here(graph, key, meta_path)
@@ -140,6 +140,14 @@ class Artifacts:
         model = Unloaded(graph, Path("/nonexistent"), info["prefix"])
         model.metadata = dict(info["metadata"])  # type: ignore[attr-defined]
         return model
+
+
+def artifact_key(graph: Any) -> str:
+    """The graph's structural hash plus the versions of the code generated for it (sol-core's and the flavour's)."""
+    from sol.compiler import CODEGEN_VERSION
+    from sol_backend_cuda.flavour import FLAVOUR_VERSION
+
+    return f"{graph.structural_hash()[:48]}-c{CODEGEN_VERSION}-f{FLAVOUR_VERSION}"
 
 
 def _offloaded(graph: Any, library: Path, prefix: str, metadata: dict[str, Any]) -> Any:

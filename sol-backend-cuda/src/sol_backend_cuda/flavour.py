@@ -45,6 +45,9 @@ from sol.errors import SolBuildError, SolConfigError
 from . import kernels as kmap
 from .toolkit import CC_KEY, MISSING, configured_nvcc, find_nvcc, nvcc_version
 
+#: Bump when the CUDA code generated for the same graph changes (part of the cache key, like sol-core's
+#: CODEGEN_VERSION): 2 = device-heap scratch checked (SOL_STATUS_SCRATCH)
+FLAVOUR_VERSION = "2"
 #: compute capability used when neither cuda::cc nor a device says otherwise
 DEFAULT_CC = "90"
 NVCC_FLAGS = ("-O3", "-std=c++17", "--compiler-options", "-fPIC", "-shared",
@@ -216,7 +219,7 @@ class CudaFlavour(Flavour):
 
     def toolchain_id(self) -> str:
         nvcc = self.nvcc()
-        return f"cuda|{nvcc}|{nvcc_version(nvcc)}|{' '.join(self.flags())}"
+        return f"cuda|v{FLAVOUR_VERSION}|{nvcc}|{nvcc_version(nvcc)}|{' '.join(self.flags())}"
 
     # -- code --------------------------------------------------------------------------------------------
     def prelude(self) -> str:
