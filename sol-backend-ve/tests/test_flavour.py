@@ -220,4 +220,7 @@ def test_emulator_build_of_a_parallel_vector_loop_matches_torch(tmp_path):
     model, example = Elementwise(), torch.randn(100_003)
     assert "sol_ve_chunk(" in _ve_source(_torch_graph(model, example))
     got, want = _run_emulator_build(model, example, tmp_path)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # exp*2 + tanh - sqrt cancels near 0, and eager's float32 kernels differ per thread (vectorised body, scalar
+    # tail): the yardstick is eager float32's own error against float64, per element
+    exact = model(example.double()).numpy()
+    assert np.all(np.abs(got - exact) <= 2 * np.abs(want - exact) + 4e-6 * np.abs(exact) + 1e-6)
