@@ -35,6 +35,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from sol.codegen.flavour import has_vector_loop
 from sol.codegen.nest import Block, Loop, Node, Stmt
 
 #: threads per block of every parallel kernel (8 warps)
@@ -153,7 +154,7 @@ def _parallel_kernel(top: Loop, name: str) -> Kernel:
     if current.vector:
         return Kernel(name, "elementwise", loops, body)
     only = body[0] if len(body) == 1 else None
-    if (isinstance(only, Loop) and only.vector and only.reduction is None and not _has_vector_loop(only.body)
+    if (isinstance(only, Loop) and only.vector and only.reduction is None and not has_vector_loop(only.body)
             and not _mentions(" ".join((only.extent, only.start, only.step)), bound)):
         loops.append(FlatLoop(only.var, _count(only), only.start, only.step))
         return Kernel(name, "elementwise", loops, only.body)
@@ -175,21 +176,12 @@ def _mentions(text: str, names: set[str]) -> bool:
     return any(m in names for m in _IDENT.findall(text))
 
 
-def _has_vector_loop(nodes: Sequence[Node]) -> bool:
-    for n in nodes:
-        if isinstance(n, Loop) and (n.vector or _has_vector_loop(n.body)):
-            return True
-        if isinstance(n, Block) and _has_vector_loop(n.body):
-            return True
-    return False
-
-
 def _lane_loops(nodes: Sequence[Node]) -> list[Loop]:
     """The innermost vector loops (the ones a warp strides over its lanes)."""
     found: list[Loop] = []
     for n in nodes:
         if isinstance(n, Loop):
-            if n.vector and not _has_vector_loop(n.body):
+            if n.vector and not has_vector_loop(n.body):
                 found.append(n)
             else:
                 found += _lane_loops(n.body)
@@ -206,7 +198,7 @@ def _outside_lane_loops(nodes: Sequence[Node]) -> list[str]:
             out.append(n.code)
         elif isinstance(n, Loop):
             out.append(f"{n.start} {n.extent} {n.step}")
-            if not (n.vector and not _has_vector_loop(n.body)):
+            if not (n.vector and not has_vector_loop(n.body)):
                 out += _outside_lane_loops(n.body)
         elif isinstance(n, Block):
             out += _outside_lane_loops(n.body)
@@ -264,7 +256,7 @@ def _stride_over_lanes(nodes: list[Node]) -> None:
     i = 0
     while i < len(nodes):
         n = nodes[i]
-        if isinstance(n, Loop) and n.vector and not _has_vector_loop(n.body):
+        if isinstance(n, Loop) and n.vector and not has_vector_loop(n.body):
             if n.step == "1":  # lane l takes the indices i % 32 == l, whatever the start
                 n.start = f"({n.start}) + ((sol_lane - ({n.start})) & {WARP - 1})"
                 n.step = str(WARP)

@@ -108,10 +108,10 @@ class Flavour(abc.ABC):
             if isinstance(n, Block):
                 self._annotate(n.body, inside_parallel)
             elif isinstance(n, Loop):
-                vector_here = n.vector and not _has_vector_loop(n.body)
+                vector_here = n.vector and not has_vector_loop(n.body)
                 if n.parallel and not inside_parallel:
                     collapse, innermost = _collapsible(n)
-                    n.pragma = self.parallel_pragma(collapse, innermost.vector and not _has_vector_loop(innermost.body)
+                    n.pragma = self.parallel_pragma(collapse, innermost.vector and not has_vector_loop(innermost.body)
                                                     and collapse == 1)
                     self._annotate(n.body, inside_parallel=True)
                 else:
@@ -129,10 +129,11 @@ def _collapsible(loop: Loop) -> tuple[int, Loop]:
     return depth, current
 
 
-def _has_vector_loop(nodes: Sequence[Node]) -> bool:
+def has_vector_loop(nodes: Sequence[Node]) -> bool:
+    """Whether a vector loop lies anywhere in ``nodes`` (a loop is innermost-vector when its body has none)."""
     for n in nodes:
-        if isinstance(n, Loop) and (n.vector or _has_vector_loop(n.body)):
+        if isinstance(n, Loop) and (n.vector or has_vector_loop(n.body)):
             return True
-        if isinstance(n, Block) and _has_vector_loop(n.body):
+        if isinstance(n, Block) and has_vector_loop(n.body):
             return True
     return False
