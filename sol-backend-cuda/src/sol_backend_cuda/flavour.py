@@ -38,7 +38,7 @@ from typing import Any
 
 import sol
 from sol.codegen import Flavour
-from sol.codegen.flavour import MATH_FUNCTIONS
+from sol.codegen.flavour import typed_math
 from sol.codegen.nest import Node
 from sol.errors import SolBuildError, SolConfigError
 
@@ -56,9 +56,6 @@ NVCC_FLAGS = ("-O3", "-std=c++17", "--compiler-options", "-fPIC", "-shared",
               # unused helpers and host variables (every module declares the whole prelude): noise in build logs
               "-diag-suppress", "177,550")
 
-_UNARY = ("exp", "expm1", "log", "log1p", "sqrt", "tanh", "erf", "floor", "ceil", "trunc", "sin", "cos", "tan",
-          "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")
-_BINARY = ("pow", "fmod")
 
 
 def _prelude() -> str:
@@ -71,36 +68,8 @@ def _prelude() -> str:
         "#include <limits>",
         "",
     ]
-    for fn in _UNARY:
-        lines.append(f"static __device__ __forceinline__ float sol_cuda_{fn}_(float x) {{ return ::{fn}f(x); }}")
-        lines.append(f"static __device__ __forceinline__ double sol_cuda_{fn}_(double x) {{ return ::{fn}(x); }}")
-        lines.append(f"template <class T> static __device__ __forceinline__ double sol_cuda_{fn}_(T x) "
-                     f"{{ return ::{fn}((double)x); }}")
-    for fn in _BINARY:
-        lines.append(f"static __device__ __forceinline__ float sol_cuda_{fn}_(float x, float y) "
-                     f"{{ return ::{fn}f(x, y); }}")
-        lines.append(f"static __device__ __forceinline__ double sol_cuda_{fn}_(double x, double y) "
-                     f"{{ return ::{fn}(x, y); }}")
-        lines.append(f"template <class A, class B> static __device__ __forceinline__ double sol_cuda_{fn}_(A x, B y) "
-                     f"{{ return ::{fn}((double)x, (double)y); }}")
-    lines += [
-        "static __device__ __forceinline__ float sol_cuda_abs_(float x) { return ::fabsf(x); }",
-        "static __device__ __forceinline__ double sol_cuda_abs_(double x) { return ::fabs(x); }",
-        "template <class T> static __device__ __forceinline__ T sol_cuda_abs_(T x) { return x < 0 ? (T)-x : x; }",
-        "// round half to even (numpy's and ONNX's rule)",
-        "static __device__ __forceinline__ float sol_cuda_round_(float x) { return ::rintf(x); }",
-        "static __device__ __forceinline__ double sol_cuda_round_(double x) { return ::rint(x); }",
-        "template <class T> static __device__ __forceinline__ double sol_cuda_round_(T x) { return (double)x; }",
-        "static __device__ __forceinline__ bool sol_cuda_isnan_(float x) { return ::isnan(x); }",
-        "static __device__ __forceinline__ bool sol_cuda_isnan_(double x) { return ::isnan(x); }",
-        "template <class T> static __device__ __forceinline__ bool sol_cuda_isnan_(T) { return false; }",
-        "static __device__ __forceinline__ bool sol_cuda_isinf_(float x) { return ::isinf(x); }",
-        "static __device__ __forceinline__ bool sol_cuda_isinf_(double x) { return ::isinf(x); }",
-        "template <class T> static __device__ __forceinline__ bool sol_cuda_isinf_(T) { return false; }",
-    ]
-    for fn in MATH_FUNCTIONS:
-        args = "x, y" if fn in _BINARY else "x"
-        lines.append(f"#define sol_cuda_{fn}({args}) sol_cuda_{fn}_({args})")
+    # rint: round half to even (numpy's and ONNX's rule) under the default rounding mode
+    lines += typed_math("sol_cuda", lambda name: f"::{name}", "static __device__ __forceinline__", {"round": "rint"})
     lines += [
         "",
         "// Warp reductions (butterfly: every lane ends with the bitwise same value, so lanes stay in step).",

@@ -30,7 +30,7 @@ from typing import Any
 
 import sol
 from sol.codegen import Flavour
-from sol.codegen.flavour import MATH_FUNCTIONS
+from sol.codegen.flavour import typed_math
 from sol.codegen.nest import Block, Loop, Node
 from sol.errors import SolBuildError
 
@@ -42,9 +42,6 @@ VECTOR_LENGTH = 256
 #: placeholder of the chunk expression in a parallel vector loop's pragma (filled in by `VeFlavour.annotate`)
 _CHUNK = "@SOL_VE_CHUNK@"
 
-_UNARY = ("exp", "expm1", "log", "log1p", "sqrt", "tanh", "erf", "floor", "ceil", "trunc", "sin", "cos", "tan",
-          "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")
-_BINARY = ("pow", "fmod")
 
 _LIMITS = (  # type, lowest, min (smallest positive for floats), max
     ("bool", "false", "false", "true"),
@@ -105,33 +102,7 @@ def _prelude() -> str:
         "// Math: float stays float (like <cmath>'s overloads); integers compute in double. The builtins become",
         "// libm calls (or inline code), which both nc++ and clang vectorise.",
     ]
-    for fn in _UNARY:
-        lines.append(f"static inline float sol_ve_{fn}(float x) {{ return __builtin_{fn}f(x); }}")
-        lines.append(f"static inline double sol_ve_{fn}(double x) {{ return __builtin_{fn}(x); }}")
-        lines.append(f"template <class T> static inline double sol_ve_{fn}(T x) {{ return __builtin_{fn}((double)x); }}")
-    for fn in _BINARY:
-        lines.append(f"static inline float sol_ve_{fn}(float x, float y) {{ return __builtin_{fn}f(x, y); }}")
-        lines.append(f"static inline double sol_ve_{fn}(double x, double y) {{ return __builtin_{fn}(x, y); }}")
-        lines.append(f"template <class A, class B> static inline double sol_ve_{fn}(A x, B y) "
-                     f"{{ return __builtin_{fn}((double)x, (double)y); }}")
-    lines += [
-        "static inline float sol_ve_abs(float x) { return __builtin_fabsf(x); }",
-        "static inline double sol_ve_abs(double x) { return __builtin_fabs(x); }",
-        "template <class T> static inline T sol_ve_abs(T x) { return x < 0 ? (T)-x : x; }",
-        "// round half to even (numpy's and ONNX's rule): nearbyint under the default rounding mode",
-        "static inline float sol_ve_round(float x) { return __builtin_nearbyintf(x); }",
-        "static inline double sol_ve_round(double x) { return __builtin_nearbyint(x); }",
-        "template <class T> static inline double sol_ve_round(T x) { return (double)x; }",
-        "static inline bool sol_ve_isnan(float x) { return __builtin_isnan(x); }",
-        "static inline bool sol_ve_isnan(double x) { return __builtin_isnan(x); }",
-        "template <class T> static inline bool sol_ve_isnan(T) { return false; }",
-        "static inline bool sol_ve_isinf(float x) { return __builtin_isinf(x); }",
-        "static inline bool sol_ve_isinf(double x) { return __builtin_isinf(x); }",
-        "template <class T> static inline bool sol_ve_isinf(T) { return false; }",
-    ]
-    for fn in MATH_FUNCTIONS:
-        args = "x, y" if fn in _BINARY else "x"
-        lines.append(f"#define sol_ncc_{fn}({args}) sol_ve_{fn}({args})")
+    lines += typed_math("sol_ncc", lambda name: f"__builtin_{name}")
     return "\n".join(lines) + "\n"
 
 

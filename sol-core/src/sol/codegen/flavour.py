@@ -9,7 +9,7 @@ prelude), and how the source is compiled.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,45 @@ MATH_FUNCTIONS = (
     # trigonometric/hyperbolic, rounding and classification (ONNX's math ops)
     "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "round", "isinf",
 )
+
+#: the math functions that take two operands
+BINARY_MATH = ("pow", "fmod")
+
+
+def typed_math(macro_prefix: str, callee: Callable[[str], str], qualifiers: str = "static inline",
+               libm_names: Mapping[str, str] | None = None) -> list[str]:
+    """Prelude lines for a flavour without <cmath>'s overloads (device compilers, headerless code): every
+    `MATH_FUNCTIONS` entry as ``<macro_prefix>_<fn>(...)``, float staying float and double double like <cmath>,
+    integers computed in double (``abs`` keeps their type; ``isnan``/``isinf`` of an integer are false).
+
+    ``callee(name)`` spells a C math function of the device (``"__builtin_" + name``, ``"::" + name``);
+    ``libm_names`` renames functions whose C name differs (default: abs -> fabs, round -> nearbyint, which rounds
+    half to even under the default rounding mode, numpy's and ONNX's rule).
+    """
+    names = {"abs": "fabs", "round": "nearbyint", **(libm_names or {})}
+    impl = f"{macro_prefix}_impl_"
+    lines = []
+    for fn in MATH_FUNCTIONS:
+        c = names.get(fn, fn)
+        if fn in ("isnan", "isinf"):
+            lines += [f"{qualifiers} bool {impl}{fn}(float x) {{ return {callee(c)}(x); }}",
+                      f"{qualifiers} bool {impl}{fn}(double x) {{ return {callee(c)}(x); }}",
+                      f"template <class T> {qualifiers} bool {impl}{fn}(T) {{ return false; }}"]
+        elif fn in BINARY_MATH:
+            lines += [f"{qualifiers} float {impl}{fn}(float x, float y) {{ return {callee(c + 'f')}(x, y); }}",
+                      f"{qualifiers} double {impl}{fn}(double x, double y) {{ return {callee(c)}(x, y); }}",
+                      f"template <class A, class B> {qualifiers} double {impl}{fn}(A x, B y) "
+                      f"{{ return {callee(c)}((double)x, (double)y); }}"]
+        else:
+            integer = "{ return x < 0 ? (T)-x : x; }" if fn == "abs" else (
+                "{ return (double)x; }" if fn == "round" else f"{{ return {callee(c)}((double)x); }}")
+            lines += [f"{qualifiers} float {impl}{fn}(float x) {{ return {callee(c + 'f')}(x); }}",
+                      f"{qualifiers} double {impl}{fn}(double x) {{ return {callee(c)}(x); }}",
+                      f"template <class T> {qualifiers} {'T' if fn == 'abs' else 'double'} {impl}{fn}(T x) {integer}"]
+    for fn in MATH_FUNCTIONS:
+        args = "x, y" if fn in BINARY_MATH else "x"
+        lines.append(f"#define {macro_prefix}_{fn}({args}) {impl}{fn}({args})")
+    return lines
 
 
 class Flavour(abc.ABC):
