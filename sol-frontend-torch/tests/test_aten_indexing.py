@@ -33,11 +33,19 @@ def _check(frontend: TorchFrontend, fn: Callable[..., Any], *inputs: torch.Tenso
     graph = run_inference_passes(graph)
     with torch.no_grad():
         want = model(*inputs)
+        exact = model(*[x.double() if x.is_floating_point() else x for x in inputs])
     want = want if isinstance(want, (tuple, list)) else [want]
+    exact = exact if isinstance(exact, (tuple, list)) else [exact]
     got = run_reference(graph, [x.numpy() for x in inputs])
-    for g, w in zip(got, want, strict=True):
+    for g, w, e in zip(got, want, exact, strict=True):
         assert g.dtype == w.numpy().dtype
-        np.testing.assert_allclose(g, w.numpy(), rtol=1e-6, atol=1e-6)
+        if not w.is_floating_point():
+            np.testing.assert_array_equal(g, w.numpy())
+            continue
+        # float32 libm differs from torch's by ulps, which tanh -> atanh amplifies: eager's own error against
+        # float64 is the yardstick
+        e = e.numpy()
+        assert np.all(np.abs(g - e) <= 2 * np.abs(w.numpy() - e) + 1e-6 * np.abs(e) + 1e-6), (g, w.numpy())
 
 
 x3 = torch.randn(2, 5, 4)
