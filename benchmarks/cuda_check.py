@@ -86,12 +86,12 @@ class Artifacts:
         sol_frontend_torch.training.compile_graph = self.compile_graph  # the training steps
 
     def compile_graph(self, graph: Any, device: Any = None, *, passes: bool = True) -> Any:
-        from sol.compiler import _run_passes
+        from sol.passes import run_inference_passes
 
         if not str(device or "").startswith("cuda"):
             return self._original(graph, device, passes=passes)
         if passes:
-            graph = _run_passes(graph)
+            graph = run_inference_passes(graph)
         key = artifact_key(graph)
         meta_path = self.directory / f"{key}.json"
         if self.dry_run:

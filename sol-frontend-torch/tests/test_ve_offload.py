@@ -32,12 +32,11 @@ pytest.importorskip("sol_backend_ve", reason="sol-backend-ve is not installed")
 def _forget() -> None:
     """Drop the probe and runtime caches, and stop the emulated VE's device process if one was started."""
     from sol.devices import forget
-    from sol.runtime import offload
+    from sol.runtime.offload import forget_runtimes
 
-    runtime = offload._RUNTIMES.get("ve:0")
-    if runtime is not None:
-        runtime.ve.veda.close()
-    offload.forget_runtimes()
+    for runtime in forget_runtimes():
+        if runtime.device == "ve:0":
+            runtime.ve.veda.close()
     forget()
 
 

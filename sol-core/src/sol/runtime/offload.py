@@ -342,7 +342,9 @@ def device_runtime(device: Device) -> DeviceRuntime | None:
         return _RUNTIMES[device.id]
 
 
-def forget_runtimes() -> None:
-    """Drop the opened runtimes (tests; plugins changed)."""
+def forget_runtimes() -> list[DeviceRuntime]:
+    """Drop the opened runtimes (tests; plugins changed); returns them, for callers that close their devices."""
     with _RUNTIMES_LOCK:
+        dropped = [r for r in _RUNTIMES.values() if r is not None]
         _RUNTIMES.clear()
+    return dropped
