@@ -47,6 +47,18 @@ def test_round_trip(ve, dtype):
     assert torch.equal(torch.empty_like(v).copy_(v).cpu(), x)
 
 
+def test_copy_counters_count_every_host_transfer(ve):
+    x = torch.arange(10, dtype=torch.float32)
+    torch_ve.reset_copy_counters()
+    assert torch_ve.copy_counters() == dict.fromkeys(torch_ve.COPY_COUNTERS, 0)
+    v = x.ve()
+    v.cpu()
+    v.cpu()
+    assert torch_ve.copy_counters() == {"to_ve_copies": 1, "to_ve_bytes": 40, "to_cpu_copies": 2, "to_cpu_bytes": 80}
+    torch_ve.reset_copy_counters()
+    assert sum(torch_ve.copy_counters().values()) == 0
+
+
 def test_views_and_non_contiguous_copies(ve):
     x = torch.randn(4, 6)
     v = x.ve()

@@ -54,6 +54,29 @@ def reason() -> str:
     return "" if _state["extension"] is not None else str(_state["reason"])
 
 
+COPY_COUNTERS = ("to_ve_copies", "to_ve_bytes", "to_cpu_copies", "to_cpu_bytes")
+
+
+def copy_counters() -> dict[str, int]:
+    """Host<->VE transfers of PyTorch's VE tensors in this process (CPU-fallback ones included).
+
+    ``{"to_ve_copies", "to_ve_bytes", "to_cpu_copies", "to_cpu_bytes"}``: one copy per VEDA transfer. All zero while
+    the extension is not loaded (nothing can have crossed).
+    """
+    module = extension()
+    if module is None:
+        return dict.fromkeys(COPY_COUNTERS, 0)
+    counts = module.copy_counters()
+    return {name: int(counts[name]) for name in COPY_COUNTERS}
+
+
+def reset_copy_counters() -> None:
+    """Start counting `copy_counters` from zero."""
+    module = extension()
+    if module is not None:
+        module.reset_copy_counters()
+
+
 def register() -> bool:
     """Install ``torch.ve``, ``Tensor.ve()``, ``Module.ve()`` and, where a VE is visible, load the extension.
 

@@ -218,8 +218,13 @@ C10_REGISTER_GUARD_IMPL(VE, VeGuard);
 
 // ---- copies -----------------------------------------------------------------------------------------------------
 
+// Every host<->VE transfer, fallback ones included (copy_counters() in Python): tests and users see what crossed.
+std::atomic<int64_t> g_to_ve_copies{0}, g_to_ve_bytes{0}, g_to_cpu_copies{0}, g_to_cpu_bytes{0};
+
 void htod(void* dst, const void* src, size_t n) {
     if (n == 0) return;
+    g_to_ve_copies += 1;
+    g_to_ve_bytes += int64_t(n);
     int device = 0;
     uint64_t d = vptr_of(dst, n, &device);
     use_context(device);
@@ -228,6 +233,8 @@ void htod(void* dst, const void* src, size_t n) {
 
 void dtoh(void* dst, const void* src, size_t n) {
     if (n == 0) return;
+    g_to_cpu_copies += 1;
+    g_to_cpu_bytes += int64_t(n);
     int device = 0;
     uint64_t s = vptr_of(src, n, &device);
     use_context(device);
@@ -466,4 +473,18 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     m.def("virtual_pointer", [](uintptr_t address) { return vptr_of(reinterpret_cast<void*>(address), 0); },
           "VEDA's virtual pointer of a VE tensor's data_ptr()");
     m.def("emulated", []() { return g_veda.emulated; });
+    m.def("copy_counters", []() {
+        py::dict d;
+        d["to_ve_copies"] = g_to_ve_copies.load();
+        d["to_ve_bytes"] = g_to_ve_bytes.load();
+        d["to_cpu_copies"] = g_to_cpu_copies.load();
+        d["to_cpu_bytes"] = g_to_cpu_bytes.load();
+        return d;
+    }, "host<->VE transfers so far: {to_ve,to_cpu}_{copies,bytes}");
+    m.def("reset_copy_counters", []() {
+        g_to_ve_copies = 0;
+        g_to_ve_bytes = 0;
+        g_to_cpu_copies = 0;
+        g_to_cpu_bytes = 0;
+    });
 }
