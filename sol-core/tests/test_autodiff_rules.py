@@ -210,7 +210,7 @@ def test_every_forward_op_has_a_gradient_rule_or_is_listed() -> None:
     # gradient ops only appear in backward graphs
     without = {name for name, opdef in all_ops().items() if opdef.gradient is None}
     allowed = {"conv_grad_weight", "linear_grad_weight", "max_pool_grad", "avg_pool_grad", "adaptive_avg_pool_grad",
-               "adaptive_max_pool_grad", "batch_norm_train_grad", "nll_loss_grad"}
+               "adaptive_max_pool_grad", "batch_norm_train_grad", "nll_loss_grad", "rnn_recurrence_grad"}
     assert without <= allowed, sorted(without - allowed)
 
 

@@ -28,6 +28,7 @@ from . import (
     pool_grad,
     pool_indices,
     pooling,
+    recurrent,
     reduction,
     reduction_extra,
     scatter,
@@ -39,5 +40,5 @@ from .elementwise import IDENTITY_OPS
 
 __all__ = ["IDENTITY_OPS", "broadcast", "product", "spatial_out", "attention", "batch_norm_train", "conv", "conv_grad", "dropout_train", "elementwise", "grad_dense",
            "grad_elementwise", "grad_norm", "grad_pool", "grad_reduction", "grad_shape", "indexing", "loss", "math_extra",
-           "misc", "normalization", "pool_grad", "pool_indices", "pooling", "reduction", "reduction_extra", "scatter",
+           "misc", "normalization", "pool_grad", "pool_indices", "pooling", "recurrent", "reduction", "reduction_extra", "scatter",
            "selection", "shape"]
