@@ -1,6 +1,6 @@
 """aten op -> SOL op translation, by family; importing this package fills `HANDLERS`."""
 
-from . import elementwise, indexing, loss, nn, shape
+from . import elementwise, indexing, loss, nn, recurrent, shape
 from ._registry import HANDLERS, IGNORED, SIZE_OPS, Context, aten
 
-__all__ = ["HANDLERS", "IGNORED", "SIZE_OPS", "Context", "aten", "elementwise", "indexing", "loss", "nn", "shape"]
+__all__ = ["HANDLERS", "IGNORED", "SIZE_OPS", "Context", "aten", "elementwise", "indexing", "loss", "nn", "recurrent", "shape"]
