@@ -46,7 +46,8 @@ PYTEST_OK = [0, 5]
 
 
 # Extras the tests of a package need besides "test" (debug: matplotlib for the memory plot tests).
-TEST_EXTRAS: dict[str, str] = {"sol-core": "test,debug"}
+# sol-backend-cuda: nvcc, cuobjdump, cuBLAS and cuDNN from NVIDIA's wheels, so its CUDA compile tests run in CI.
+TEST_EXTRAS: dict[str, str] = {"sol-core": "test,debug", "sol-backend-cuda": "test,toolchain,libs"}
 
 
 def _install(session: nox.Session, packages: list[str], extras: str = "test") -> None:

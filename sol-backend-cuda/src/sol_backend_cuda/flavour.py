@@ -25,7 +25,7 @@ Conv/Linear/MatMul are generated (library-free) today: ``dnn`` is the hook of th
 cuBLAS/cuDNN module to come (a `sol.codegen.dnn.DnnModule` whose forward lines
 are host code with ``sol_stream`` in scope).
 
-Build: ``nvcc`` for the compute capabilities ``cuda::cc`` (default: the
+Build: ``nvcc`` for the compute capabilities ``cuda::cc`` (deploy option ``nvidia::cc``) (default: the
 first CUDA device's, else 90); a list such as "80,90" builds a fat binary
 (SASS for each, plus PTX of the newest for GPUs that come later).
 """
@@ -43,7 +43,7 @@ from sol.codegen.nest import Node
 from sol.errors import SolBuildError, SolConfigError
 
 from . import kernels as kmap
-from .toolkit import CC_KEY, MISSING, configured_nvcc, find_nvcc, nvcc_version
+from .toolkit import CC_KEY, MISSING, configured_cc, configured_nvcc, find_nvcc, library_dirs, nvcc_version
 
 #: Bump when the CUDA code generated for the same graph changes (part of the cache key, like sol-core's
 #: CODEGEN_VERSION): 2 = device-heap scratch checked (SOL_STATUS_SCRATCH)
@@ -168,8 +168,8 @@ class CudaFlavour(Flavour):
     def ccs(self) -> list[str]:
         if self._cc is not None:
             return parse_cc(self._cc)
-        configured = str(sol.config.get(CC_KEY.name, CC_KEY.default) or "")
-        if configured.strip():
+        configured = configured_cc()
+        if configured:
             return parse_cc(configured)
         return parse_cc(device_cc() or DEFAULT_CC)
 
@@ -184,7 +184,9 @@ class CudaFlavour(Flavour):
         return [*NVCC_FLAGS, *debug, *gencode_flags(self.ccs)]
 
     def compile_command(self, source: Path, library: Path) -> list[str]:
-        return [self.nvcc(), *self.flags(), str(source), "-o", str(library)]
+        nvcc = self.nvcc()
+        # -L: the wheels' nvcc.profile points at lib64, where the wheels have lib (static cudart: libcudart_static.a)
+        return [nvcc, *self.flags(), str(source), "-o", str(library), *(f"-L{d}" for d in library_dirs(nvcc))]
 
     def toolchain_id(self) -> str:
         nvcc = self.nvcc()
