@@ -13,6 +13,12 @@ GEMM: on two AVX2 cores it ran ViT-B/16's attention at ~40 GFLOP/s, where
 oneDNN's batched GEMMs run both products at 130-150 GFLOP/s. The scores the
 decomposition materialises (heads x L x S floats, 1.9 MB for ViT-B/16) stay
 in cache.
+
+A recurrent layer (``rnn``) runs whole in a library that has RNN primitives
+(oneDNN's LSTM/GRU/vanilla RNN): the module accepts it. Everywhere else it
+is always split: one ``linear`` for the input projection of all time steps
+(a single GEMM, itself a library call where there is one), then the
+``rnn_recurrence`` time loop.
 """
 
 from __future__ import annotations
@@ -27,13 +33,14 @@ from .dnn import DnnModule
 
 def lower_layers(layers: Sequence[Layer], dnn: DnnModule | None, graph: Graph) -> list[Layer]:
     """``layers`` with each layer the module asks for replaced by its decomposition (same outputs)."""
-    if dnn is None:
-        return list(layers)
     result: list[Layer] = []
     for layer in layers:
         decompose = DECOMPOSITIONS.get(layer.op)
-        if decompose is not None and dnn.lowers(layer):
+        split = UNLESS_IN_LIBRARY.get(layer.op)
+        if decompose is not None and dnn is not None and dnn.lowers(layer):
             result += decompose(layer, graph)
+        elif split is not None and not (dnn is not None and dnn.accepts(layer)):
+            result += split(layer, graph)
         else:
             result.append(layer)
     return result
@@ -64,3 +71,23 @@ def attention_as_matmuls(layer: Layer, graph: Graph) -> list[Layer]:
 
 #: op -> its decomposition into library-friendly layers (the DNN module chooses when to use it)
 DECOMPOSITIONS: dict[str, Callable[[Layer, Graph], list[Layer]]] = {"attention": attention_as_matmuls}
+
+
+def rnn_as_projection_and_loop(layer: Layer, graph: Graph) -> list[Layer]:
+    """rnn(x, h0, [c0], w_ih, w_hh, b_ih, b_hh) -> linear(x, w_ih, b_ih), rnn_recurrence(., h0, [c0], w_hh, b_hh)."""
+    from ..ir.ops.recurrent import forward_inputs, mode_of, named
+
+    mode = mode_of(layer.attrs)
+    ins = named(layer.inputs, forward_inputs(mode, full=True), layer.name)
+    count = len(graph.layers)
+    (projected,) = graph.add_layer("linear", [ins["x"], ins["w_ih"], ins["b_ih"]], name=f"{layer.name}.input_projection")
+    recurrent = [projected if name == "xp" else ins[name] for name in forward_inputs(mode, full=False)]
+    graph.add_layer("rnn_recurrence", recurrent, dict(layer.attrs), name=layer.name)
+    created = graph.layers[count:]
+    del graph.layers[count:]
+    created[-1].outputs = list(layer.outputs)
+    return created
+
+
+#: op -> its split into generated code and library-friendly layers, used unless the DNN module runs the op whole
+UNLESS_IN_LIBRARY: dict[str, Callable[[Layer, Graph], list[Layer]]] = {"rnn": rnn_as_projection_and_loop}

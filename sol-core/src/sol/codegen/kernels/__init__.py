@@ -18,6 +18,7 @@ from . import (  # noqa: F401  (register kernels)
     movement,
     pool,
     pool_grad,
+    recurrent,
     reduce,
     scatter,
 )
