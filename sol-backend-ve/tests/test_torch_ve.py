@@ -201,8 +201,7 @@ def test_tutorial_inference_flow(ve):
         out = sol_model(x.to("ve:0"))
         torch.testing.assert_close(out.cpu(), trained(x), rtol=1e-4, atol=1e-5)
         assert out.argmax(1).cpu().tolist() == trained(x).argmax(1).tolist()  # argmax on the VE: the fallback
-    with pytest.raises(sol.errors.SolInputError, match="training on ve:0 tensors is not supported yet"):
-        sol_model(x.ve())  # gradients wanted: not yet on VE tensors
+    # the training half of the tutorial: test_torch_ve_training.py
 
 
 def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:

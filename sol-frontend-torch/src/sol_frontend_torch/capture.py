@@ -64,10 +64,15 @@ def _export_mode() -> Iterator[None]:
         torch.backends.mha.set_fastpath_enabled(previous)
 
 
-def capture(model: torch.nn.Module, inputs: Sequence[Any], batch_size: int | None = None) -> Capture:
+def capture(model: torch.nn.Module, inputs: Sequence[Any], batch_size: int | None = None,
+            device: torch.device | None = None) -> Capture:
+    """``device``: where the model's parameters are, when that is not where the example tensors are (a model moved
+    to the VE after sol.optimize): torch.export runs the model there, so the examples move there."""
     examples, wildcard = [], []
     for value in inputs:
         example, dim = example_for(value, batch_size)
+        if device is not None and isinstance(example, torch.Tensor) and example.device != device:
+            example = example.detach().to(device).requires_grad_(example.requires_grad)
         examples.append(example)
         wildcard.append(dim)
     dynamic: list[Any] = []

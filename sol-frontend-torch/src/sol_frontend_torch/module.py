@@ -11,6 +11,13 @@ Inference (eval mode without gradients) runs the model compiled by
 sol.optimize. Training mode, and any call that needs gradients, runs a
 training variant (`sol_frontend_torch.training`) compiled lazily on first
 use and cached per mode and per set of tensors that require grad.
+
+Tensors on a device with its own memory that PyTorch holds (the VE, CUDA)
+run natively (`sol_frontend_torch.native`): the model, or its training
+step, is compiled for that device on first use and called with the
+tensors' own addresses; parameters must be on the same device
+(``sol_model.to('ve')``), anything else is a SOL error naming the tensor
+and both devices.
 """
 
 from __future__ import annotations
@@ -24,9 +31,8 @@ from sol.errors import SolInputError
 from sol.ir import BATCH, Size, solve_batch
 from sol.seeds import generation
 
-from . import native_reader
+from . import native, native_reader
 from .capture import torch_dtype
-from .cuda import native_queue
 from .params import ParamSlots, assignments
 from .params import _count_assignment as count_assignment
 from .training import RecomputeFunction, SolFunction, Step, Variant, capture_variant, rng_key
@@ -162,9 +168,11 @@ class SolModule(torch.nn.Module):
         wants_grad = torch.is_grad_enabled() and (
             any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs)
             or any(p.requires_grad for p in self._model_params()[1]))
-        native = self._native_model(inputs)
-        if native is not None:
-            return self._native_forward(native, inputs, wants_grad)
+        target = self._native_target(inputs)
+        if target is not None:
+            if self.training or wants_grad:
+                return self._native_train_forward(target, inputs)
+            return self._native_forward(self._native_model(target, inputs), inputs)
         if self.training:
             return self._train_forward(inputs)
         compiled = self._sol_compiled
@@ -181,62 +189,72 @@ class SolModule(torch.nn.Module):
         return self._structure(outputs, self._sol_output_spec)
 
     # -- native offloading: the framework's own device tensors ----------------------------------------------------
-    def _native_model(self, inputs: Sequence[Any]) -> Any:
-        """The model compiled for the device the inputs live on, when that is a device with its own memory that
-        PyTorch holds tensors on (the VE): compiled on first use. None for the host and transparent paths."""
+    def _native_target(self, inputs: Sequence[Any]) -> str | None:
+        """The SOL device (``ve:0``) the inputs live on, when that is a device with its own memory that PyTorch holds
+        tensors on (the VE, CUDA): the model runs there natively. None for the host and transparent paths (and for
+        device types SOL does not run natively, which the usual input checks name)."""
         first = next((x for x in inputs if isinstance(x, torch.Tensor)), None)
         if first is None or first.device.type == getattr(self._sol_compiled, "device_type", "cpu"):
             return None
         target = f"{first.device.type}:{first.device.index or 0}"
+        own = getattr(self._sol_compiled, "device", None)
+        if first.device.type in _NATIVE_DEVICES or (own is not None and str(own) == target):
+            return target
+        return None
+
+    def _native_model(self, target: str, inputs: Sequence[Any]) -> Any:
+        """The inference model compiled for ``target`` (compiled on first use; the model itself if it was optimized
+        for that device)."""
         models = self.__dict__.setdefault("_sol_native", {})
         model = models.get(target)
         if model is None:
             own = getattr(self._sol_compiled, "device", None)
             if own is not None and str(own) == target:
                 model = self._sol_compiled  # optimized for this device: the same compiled model, called natively
-            elif first.device.type not in _NATIVE_DEVICES:
-                return None  # the usual input checks name the devices
             else:
                 from sol.compiler import compile_graph
 
                 model = compile_graph(self._sol_compiled.graph, target, passes=False)
-            if not hasattr(model, "run_on_device"):
-                raise SolInputError(f"input 0 is on {first.device}, but SOL compiled {target} as a host device; "
+            if not native.takes_device_tensors(model):
+                device = next(x for x in inputs if isinstance(x, torch.Tensor)).device
+                raise SolInputError(f"input 0 is on {device}, but SOL compiled {target} as a host device; "
                                     "move the inputs to the CPU")
             models[target] = model
         return model
 
-    def _native_forward(self, native: Any, inputs: Sequence[Any], wants_grad: bool) -> Any:
+    def _native_inputs(self, inputs: Sequence[Any], specs: Sequence[Any]) -> tuple[torch.device, int, list[Any]]:
+        """(device, batch, contiguous inputs) of a native call: every input on input 0's device, shapes checked."""
         device = next(x for x in inputs if isinstance(x, torch.Tensor)).device
-        if self.training or wants_grad:
-            raise SolInputError(f"training on {device} tensors is not supported yet: run inference under "
-                                "torch.no_grad() in eval mode, or train with CPU tensors (transparent offloading)")
-        batch = self._batch(inputs, native.input_specs, device.type)
-        tensors = [x if x.is_contiguous() else x.contiguous() for x in inputs]
-        for index, x in enumerate(tensors):
-            if x.device != device:
-                raise SolInputError(f"input {index} is on {x.device}, but input 0 is on {device}; move it to {device}")
-        queue = native_queue(native, device)  # CUDA: PyTorch's current stream and caching allocator
+        native.check_same_device(inputs, device)
+        batch = self._batch(inputs, specs, device.type)
+        return device, batch, [x if x.is_contiguous() else x.contiguous() for x in inputs]
+
+    def _native_forward(self, model: Any, inputs: Sequence[Any]) -> Any:
+        device, batch, tensors = self._native_inputs(inputs, model.input_specs)
         slots = self.__dict__.setdefault("_sol_native_slots", {})
-        entry = slots.get(id(native))
-        if entry is None:
-            entry = slots[id(native)] = [ParamSlots(self._sol_model, list(native.param_names)), None, None]
-        live = entry[0].live()  # not current(): Module.to() between devices replaces parameters without a hook
-        signature = tuple((t.data_ptr(), t._version, t.device) for t in live)
-        if entry[1] != signature:
-            for name, t in zip(native.param_names, live, strict=True):
-                if t.device != device:
-                    raise SolInputError(f"parameter {name!r} is on {t.device}, but the input is on {device}: move the "
-                                        f"model with .to({str(device)!r}), or the inputs to {t.device}")
-            params = [t.detach() if t.is_contiguous() else t.detach().contiguous() for t in live]
-            native.prepare_on_device([t.data_ptr() for t in params], queue)  # the parameters stay where they are
-            entry[1], entry[2] = signature, params  # (contiguous copies live as long as the table refers to them)
+        params = slots.get(id(model))
+        if params is None:
+            params = slots[id(model)] = native.DeviceParams(ParamSlots(self._sol_model, list(model.param_names)))
         outputs = [torch.empty(tuple(shape), dtype=dtype, device=device)
-                   for shape, (_, dtype, _) in zip(native.output_shapes(batch),
-                                                   self._spec_info(native.output_specs), strict=True)]
-        native.finish(native.run_on_device([x.data_ptr() for x in tensors], [o.data_ptr() for o in outputs], batch,
-                                           queue))
+                   for shape, (_, dtype, _) in zip(model.output_shapes(batch),
+                                                   self._spec_info(model.output_specs), strict=True)]
+        native.run(model, params, tensors, outputs, batch, device)
         return self._structure(outputs, self._sol_output_spec)
+
+    def _native_train_forward(self, target: str, inputs: Sequence[Any]) -> Any:
+        """Training (or an eval-mode call that wants gradients) on device tensors: the variant's step compiled for
+        ``target``, run through SolFunction on the tensors where they are; gradients come back as device tensors."""
+        device = next(x for x in inputs if isinstance(x, torch.Tensor)).device
+        variant = self._variant(training=self.training, device=device)
+        wrt_params, wrt_inputs = self._targets(list(variant.graph.params), inputs)
+        step = self._compiled_step(variant, wrt_params, wrt_inputs, target)
+        user_specs = step.forward.input_specs[: len(step.forward.input_specs) - int(variant.uses_rng)]
+        device, batch, tensors = self._native_inputs(inputs, user_specs)
+        if variant.uses_rng:  # the dropout key: 16 bytes to the device per forward
+            tensors.append(self._rng_key(device.type, device.index or 0).to(device))
+        params = dict(zip(variant.graph.params, ParamSlots(self._sol_model, list(variant.graph.params)).live(), strict=True))
+        outputs = SolFunction.apply(step, batch, len(tensors), *tensors, *[params[n] for n in wrt_params])
+        return self._structure(list(outputs), variant.out_spec)
 
     def _attach_gradients(self, outputs: list[torch.Tensor], inputs: Sequence[Any], batch: int) -> list[torch.Tensor]:
         """Eval mode with autograd on: outputs stay the inference run's; a backward compiles the eval step lazily."""
@@ -252,7 +270,9 @@ class SolModule(torch.nn.Module):
         return list(RecomputeFunction.apply(outputs, make_step, batch, len(tensors), *tensors, *[live[n] for n in wrt_params]))
 
     # -- training ---------------------------------------------------------------
-    def _variant(self, training: bool) -> Variant:
+    def _variant(self, training: bool, device: torch.device | None = None) -> Variant:
+        """The model captured in train or eval mode (once: the graph serves every device). ``device``: where the
+        inputs are; the model's tensors must be there too, or torch.export would fail on the mix."""
         mode = bool(training)
         variant = self._sol_variants.get(mode)
         if variant is None:
@@ -260,7 +280,11 @@ class SolModule(torch.nn.Module):
                 raise SolInputError("this SolModule was built without its example inputs, so it cannot compile a "
                                     "training variant; create it with sol.optimize(model, example_input)")
             inputs, batch_size = self._sol_example
-            variant = capture_variant(self._sol_model, inputs, batch_size, mode)
+            device = device or torch.device("cpu")
+            for name, tensor in (*self._sol_model.named_parameters(), *self._sol_model.named_buffers()):
+                if tensor.device != device:
+                    raise native.parameter_device_error(name, tensor, device)
+            variant = capture_variant(self._sol_model, inputs, batch_size, mode, device)
             self._sol_variants[mode] = variant
         return variant
 
@@ -290,21 +314,24 @@ class SolModule(torch.nn.Module):
         wrt_inputs = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.requires_grad and x.dtype in _FLOATS]
         return wrt_params, wrt_inputs
 
-    def _compiled_step(self, variant: Variant, wrt_params: list[str], wrt_inputs: list[int]) -> Step:
-        """The step for one set of gradient targets (compiled once per set)."""
-        key = (tuple(wrt_params), tuple(wrt_inputs))
+    def _compiled_step(self, variant: Variant, wrt_params: list[str], wrt_inputs: list[int],
+                       native_target: str | None = None) -> Step:
+        """The step for one set of gradient targets (compiled once per set): for host tensors on the device the model
+        was optimized for, or with ``native_target`` (``ve:0``) for tensors on that device."""
+        key = (tuple(wrt_params), tuple(wrt_inputs), native_target)
         step = variant.steps.get(key)
         if step is None:
-            step = Step(variant, self._sol_model, wrt_params, wrt_inputs, self._sol_device)
+            device = native_target if native_target is not None else self._sol_device
+            step = Step(variant, self._sol_model, wrt_params, wrt_inputs, device, native=native_target is not None)
             variant.steps[key] = step
         return step
 
-    def _rng_key(self) -> torch.Tensor:
+    def _rng_key(self, device_type: str = "x86", device_index: int = 0) -> torch.Tensor:
         state = self._sol_rng
         if state[0] != generation():  # sol.set_seed restarts the sequence of dropout masks
             state[0], state[1] = generation(), 0
         state[1] += 1
-        return rng_key(getattr(self._sol_compiled, "device_type_name", "x86"), state[1])
+        return rng_key(device_type, state[1], device_index)
 
     def _train_forward(self, inputs: Sequence[Any]) -> Any:
         variant = self._variant(training=True)

@@ -15,7 +15,7 @@ import operator
 from typing import Any
 
 import torch
-from sol.errors import SolError
+from sol.errors import SolError, SolInputError
 from sol.runtime.library import pointer_array
 
 from . import native_reader
@@ -171,8 +171,8 @@ class ParamSlots:
             takes = getattr(compiled, "device_type", "cpu")
             for name, tensor in zip(self.names, tensors, strict=True):
                 if tensor.device.type != takes:  # e.g. a model moved to the VE, called with CPU tensors
-                    raise SolError(f"parameter {name!r} is on {tensor.device}, but the model was called with {takes} "
-                                   f"tensors: move the inputs to {tensor.device}, or the model to {takes}")
+                    raise SolInputError(f"parameter {name!r} is on {tensor.device}, but the model was called with {takes} "
+                                        f"tensors: move the inputs to {tensor.device}, or the model to {takes}")
             if previous is not None and getattr(compiled, "uploads_changed", False):
                 # an offloaded model copies only the parameters whose version or address changed (a fine-tuned head
                 # does not re-send a frozen backbone)

@@ -8,6 +8,12 @@ the model's outputs, the buffer updates and the saved activations; its
 backward maps output gradients (and the saved activations) to parameter
 and input gradients. `SolFunction` is the torch.autograd.Function that
 runs them, so ``loss.backward()`` and torch.optim work unchanged.
+
+A step compiled for a device with its own memory runs either on host
+tensors (transparent offloading: inputs, outputs and gradients copied per
+call) or, when it is ``native``, on the framework's tensors on that device
+(`sol_frontend_torch.native`): parameters, saved activations, gradients and
+buffer updates then stay device tensors, and torch.optim steps them there.
 """
 
 from __future__ import annotations
@@ -20,11 +26,14 @@ import sol
 import torch
 from sol.autodiff import TrainingGraphs, derive
 from sol.compiler import compile_graph
+from sol.errors import SolInputError
 from sol.ir import Graph
 
 from .aten.nn import CUMULATIVE_MOMENTUM
 from .capture import capture, torch_dtype
 from .convert import RNG_INPUT, convert_training
+from .native import DeviceParams, takes_device_tensors
+from .native import run as run_native
 from .params import ParamSlots
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -36,7 +45,8 @@ class Variant:
     #: buffer names written by the model, one per graph output after the model's own
     state: list[str]
     out_spec: Any
-    steps: dict[tuple[tuple[str, ...], tuple[int, ...]], Step] = field(default_factory=dict)
+    #: per (parameters, inputs with gradients, native device or None): the compiled step
+    steps: dict[tuple[tuple[str, ...], tuple[int, ...], str | None], Step] = field(default_factory=dict)
 
     @property
     def model_outputs(self) -> int:
@@ -47,8 +57,12 @@ class Variant:
         return bool(self.graph.inputs) and self.graph.inputs[-1].name.startswith(RNG_INPUT)
 
 
-def capture_variant(model: torch.nn.Module, inputs: Sequence[Any], batch_size: int | None, training: bool) -> Variant:
-    """Capture ``model`` in train or eval mode (every submodule's own mode is restored afterwards)."""
+def capture_variant(model: torch.nn.Module, inputs: Sequence[Any], batch_size: int | None, training: bool,
+                    device: torch.device | None = None) -> Variant:
+    """Capture ``model`` in train or eval mode (every submodule's own mode is restored afterwards).
+
+    ``device``: where the model's tensors are (torch.export runs the model on its parameters' device, so the
+    example inputs go there too); the graph itself is the same on every device."""
     modes = {m: m.training for m in model.modules()}
     # momentum=None (a cumulative average) computes its factor from num_batches_tracked in Python, which
     # torch.export cannot trace: such norms are captured with a marker momentum the converter replaces by
@@ -59,7 +73,7 @@ def capture_variant(model: torch.nn.Module, inputs: Sequence[Any], batch_size: i
     try:
         for norm in cumulative:
             norm.momentum = CUMULATIVE_MOMENTUM
-        captured = capture(model, inputs, batch_size)
+        captured = capture(model, inputs, batch_size, device)
     finally:
         for module, mode in modes.items():
             module.training = mode
@@ -70,10 +84,12 @@ def capture_variant(model: torch.nn.Module, inputs: Sequence[Any], batch_size: i
 
 
 class Step:
-    """The compiled training forward and backward of a variant for one set of gradient targets."""
+    """The compiled training forward and backward of a variant for one set of gradient targets.
+
+    ``native``: called with tensors on ``device`` itself (see the module docstring), not host tensors."""
 
     def __init__(self, variant: Variant, model: torch.nn.Module, params: Sequence[str], inputs: Sequence[int],
-                 device: Any) -> None:
+                 device: Any, native: bool = False) -> None:
         graph = variant.graph
         state_outputs = range(variant.model_outputs, len(graph.outputs))
         self.variant = variant
@@ -90,6 +106,14 @@ class Step:
         self.grad_params = list(self.graphs.param_grads)
         self.grad_inputs = list(self.graphs.input_grads)
         self.state_slots = ParamSlots(model, variant.state)
+        self.native = native
+        if native:
+            for compiled in (self.forward, self.backward):
+                if compiled is not None and not takes_device_tensors(compiled):
+                    raise SolInputError(f"SOL compiled {device} as a host device, so it cannot train on {device} "
+                                        "tensors; move the model and the inputs to the CPU")
+            self.forward_device = DeviceParams(self.forward_params)
+            self.backward_device = DeviceParams(self.backward_params) if self.backward_params is not None else None
 
     def run_forward(self, inputs: list[torch.Tensor], batch: int) -> list[torch.Tensor]:
         """Every forward output: the model's, the buffer updates (also written into the model's buffers), the saved."""
@@ -97,14 +121,17 @@ class Step:
         device = inputs[0].device if inputs else torch.device("cpu")
         outputs = [torch.empty(shape, dtype=torch_dtype(spec.dtype), device=device)
                    for shape, spec in zip(compiled.output_shapes(batch), compiled.output_specs, strict=True)]
-        params = self.forward_params.tensors()
-        pointers = self.forward_params.pointers(compiled, params)
-        compiled.run([x.data_ptr() for x in inputs], pointers, [o.data_ptr() for o in outputs], batch)
+        if self.native:
+            run_native(compiled, self.forward_device, inputs, outputs, batch, device)
+        else:
+            params = self.forward_params.tensors()
+            pointers = self.forward_params.pointers(compiled, params)
+            compiled.run([x.data_ptr() for x in inputs], pointers, [o.data_ptr() for o in outputs], batch)
         model_outputs = self.variant.model_outputs
         state = outputs[model_outputs:self.graphs.model_outputs]
         with torch.no_grad():
             for buffer, value in zip(self.state_slots.live(), state, strict=True):
-                buffer.copy_(value)
+                buffer.copy_(value)  # native: device to device
         return outputs
 
     def run_backward(self, grads: list[torch.Tensor], forward_outputs: list[torch.Tensor], inputs: list[torch.Tensor],
@@ -119,9 +146,13 @@ class Step:
         device = values[0].device if values else torch.device("cpu")
         outputs = [torch.empty(shape, dtype=torch_dtype(spec.dtype), device=device)
                    for shape, spec in zip(compiled.output_shapes(batch), compiled.output_specs, strict=True)]
-        params = self.backward_params.tensors()
-        pointers = self.backward_params.pointers(compiled, params)
-        compiled.run([v.data_ptr() for v in values], pointers, [o.data_ptr() for o in outputs], batch)
+        if self.native:
+            assert self.backward_device is not None
+            run_native(compiled, self.backward_device, values, outputs, batch, device)
+        else:
+            params = self.backward_params.tensors()
+            pointers = self.backward_params.pointers(compiled, params)
+            compiled.run([v.data_ptr() for v in values], pointers, [o.data_ptr() for o in outputs], batch)
         return outputs
 
 
@@ -130,10 +161,12 @@ def _gradients(ctx: Any, step: Step, grads: Sequence[torch.Tensor | None], every
     if step.backward is None:
         return (None,) * (ctx.input_count + len(step.wrt_params))
     outputs = step.variant.graph.outputs
+    device = everything[0].device if everything else torch.device("cpu")  # an output unused by the loss: zeros there
     incoming = []
     for k in step.graphs.differentiable:
         g = grads[k]
-        incoming.append(g if g is not None else torch.zeros(outputs[k].concrete_shape(ctx.batch), dtype=torch_dtype(outputs[k].dtype)))
+        incoming.append(g if g is not None else torch.zeros(outputs[k].concrete_shape(ctx.batch),
+                                                             dtype=torch_dtype(outputs[k].dtype), device=device))
     results = step.run_backward(incoming, everything, ctx.inputs, ctx.batch)
     by_param = dict(zip(step.grad_params, results, strict=False))
     by_input = dict(zip(step.grad_inputs, results[len(step.grad_params):], strict=True))
@@ -182,8 +215,9 @@ class RecomputeFunction(torch.autograd.Function):
         return (None, None, None, None, *_gradients(ctx, step, grads, everything))
 
 
-def rng_key(device_type: str, step: int) -> torch.Tensor:
-    """(seed, step) as int64: the seed in force for the device (sol.seed), the module's step counter."""
-    seed = sol.seed(device_type, 0)
+def rng_key(device_type: str, step: int, device_index: int = 0) -> torch.Tensor:
+    """(seed, step) as int64, a host tensor: the seed in force for the device (sol.seed), the module's step
+    counter. A native step copies it to its device (16 bytes per forward)."""
+    seed = sol.seed(device_type, device_index)
     signed = seed - (1 << 64) if seed >= (1 << 63) else seed
     return torch.tensor([signed, step], dtype=torch.int64)
