@@ -31,6 +31,9 @@ from typing import Any
 from sol.records import ConfigKey
 
 SOURCE = Path(__file__).with_name("sol_torch_ve.cpp")
+#: the extension's sources (compiled) and the headers they include (in the cache key)
+SOURCES = (SOURCE, SOURCE.with_name("native_ops.cpp"))
+HEADERS = (SOURCE.with_name("sol_torch_ve.h"), SOURCE.with_name("ve_kernels.h"))
 NAME = "sol_torch_ve"
 
 FALLBACK_KEY = ConfigKey("ve::cpu_fallback", bool, True,
@@ -108,8 +111,10 @@ def register() -> bool:
             veda, why = open_veda()
             if veda is None:
                 raise RuntimeError(why)  # a VE runtime that does not work: warned below
+            from . import kernels
+
             module = _load()
-            module.init(str(path), _fallback_policy)
+            module.init(str(path), str(kernels.library()), _fallback_policy)
         except Exception as exc:  # noqa: BLE001
             why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             _state["reason"] = why
@@ -172,8 +177,8 @@ def _fallback_policy(op: str) -> str | None:
 def _key() -> str:
     import torch
 
-    identity = "\0".join([SOURCE.read_text(), torch.__version__, str(Path(torch.__file__).resolve().parent),
-                          sys.version])
+    identity = "\0".join([*(p.read_text() for p in (*SOURCES, *HEADERS)), torch.__version__,
+                          str(Path(torch.__file__).resolve().parent), sys.version])
     return hashlib.sha256(identity.encode()).hexdigest()
 
 
@@ -190,7 +195,7 @@ def _load() -> ModuleType:
         with progress.compiling("PyTorch VE device", stages=("torch-ve",)):
             progress.stage("torch-ve")
             script = ("import sys; from torch.utils.cpp_extension import load; "
-                      f"load(name={NAME!r}, sources=[{str(SOURCE)!r}], build_directory={str(directory)!r}, "
+                      f"load(name={NAME!r}, sources={[str(p) for p in SOURCES]!r}, build_directory={str(directory)!r}, "
                       "extra_cflags=['-O2', '-w'], extra_ldflags=['-ldl'], verbose=False)")
             result = subprocess.run([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, check=False)

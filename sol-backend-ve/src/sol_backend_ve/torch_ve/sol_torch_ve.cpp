@@ -1,4 +1,5 @@
-// PyTorch's VE device over VEDA: allocator, device guard, tensor basics, copies and a CPU fallback.
+// PyTorch's VE device over VEDA: allocator, device guard, tensor basics, copies, the VE kernel module and a CPU
+// fallback (the native ops themselves are in native_ops.cpp).
 //
 // libveda is dlopen'ed from the path sol_backend_ve.veda.find_library() gives (NEC's, or SOL's emulated VE), the
 // same library the Python binding drives, so both share one context and stream 0. A VE tensor's data_ptr() is the
@@ -17,6 +18,8 @@
 #include <pybind11/pybind11.h>
 #include <torch/library.h>
 
+#include "sol_torch_ve.h"
+
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -26,7 +29,7 @@
 
 namespace py = pybind11;
 
-namespace {
+namespace sol_ve {
 
 constexpr c10::DeviceType kVE = c10::DeviceType::VE;
 constexpr int kMaxDevices = 8;
@@ -47,12 +50,23 @@ struct Veda {
     int (*GetErrorName)(int, const char**) = nullptr;
     int (*GetErrorString)(int, const char**) = nullptr;
     int (*EmuLastError)(const char**) = nullptr;  // only SOL's emulated VE has it
+    int (*ModuleLoad)(void**, const char*) = nullptr;
+    int (*ModuleGetFunction)(VeFunction*, void*, const char*) = nullptr;
+    int (*ArgsCreate)(void**) = nullptr;
+    int (*ArgsSetStack)(void*, int, void*, int, size_t) = nullptr;
+    int (*LaunchKernelEx)(VeFunction, int, void*, int, uint64_t*) = nullptr;
     std::vector<void*> contexts;
     int count = 0;
     bool emulated = false;
 };
 
 Veda g_veda;
+// The native kernels (ve_kernels.cpp), loaded into each VE's context by init().
+struct Kernels {
+    VeFunction elementwise{0, nullptr};
+    VeFunction reduction{0, nullptr};
+};
+Kernels g_kernels[kMaxDevices];
 std::atomic<bool> g_ready{false};
 std::atomic<int64_t> g_allocated[kMaxDevices];
 thread_local int t_device = 0;        // torch's current VE of this thread
@@ -258,15 +272,29 @@ at::Tensor host_view(const at::Tensor& t) {
     return buffer.as_strided(t.sizes(), t.strides(), 0);
 }
 
-// dst (VE) = src (CPU; broadcast and dtype conversion as copy_ does).
+// dst (VE) = src (CPU): the bytes cross once, contiguous in dst's dtype; broadcasting, dtype conversion and dst's
+// strides are then handled on the VE (native_copy).
 void write_from_host(const at::Tensor& dst, const at::Tensor& src) {
     if (dense(dst) && dense(src) && src.dtype() == dst.dtype() && src.sizes() == dst.sizes()) {
         htod(dst.data_ptr(), src.data_ptr(), dst.nbytes());
         return;
     }
-    at::Tensor view = dense(dst) ? at::empty(dst.sizes(), dst.options().device(at::kCPU)) : host_view(dst);
-    view.copy_(src);
-    htod(dst.data_ptr(), view.data_ptr(), span_bytes(dst));
+    at::Tensor host = src.to(dst.scalar_type());
+    if (!native_dtype(dst.scalar_type()) || !dst.is_non_overlapping_and_dense()) {
+        // read, modify, write the bytes dst spans (a dtype the VE kernels do not know, or an overlapping view)
+        at::Tensor view = host_view(dst);
+        view.copy_(host);
+        htod(dst.data_ptr(), view.data_ptr(), span_bytes(dst));
+        return;
+    }
+    host = host.expand(dst.sizes()).contiguous();
+    if (dense(dst)) {
+        htod(dst.data_ptr(), host.data_ptr(), dst.nbytes());
+        return;
+    }
+    at::Tensor staged = at::empty(dst.sizes(), dst.options());
+    htod(staged.data_ptr(), host.data_ptr(), staged.nbytes());
+    native_copy(dst, staged);
 }
 
 at::Tensor& copy_impl(at::Tensor& self, const at::Tensor& src) {
@@ -274,15 +302,24 @@ at::Tensor& copy_impl(at::Tensor& self, const at::Tensor& src) {
     TORCH_CHECK((self.is_cpu() || self.device().type() == kVE) && (src.is_cpu() || src.device().type() == kVE),
                 "copy_ between ", src.device(), " and ", self.device(), " is not supported: go through the CPU");
     bool same = src.dtype() == self.dtype() && src.sizes() == self.sizes() && dense(self) && dense(src);
+    bool native = native_dtype(self.scalar_type()) && native_dtype(src.scalar_type());
     if (self.device().type() == kVE) {
         if (src.device().type() == kVE) {
             if (same) dtod(self.data_ptr(), src.data_ptr(), self.nbytes());
+            else if (native && self.is_non_overlapping_and_dense()) native_copy(self, src);
             else write_from_host(self, host_view(src));
         } else {
             write_from_host(self, src);
         }
     } else if (same) {
         dtoh(self.data_ptr(), src.data_ptr(), self.nbytes());
+    } else if (native && !dense(src)) {
+        // made contiguous on the VE first: only the tensor's own elements cross, once
+        at::Tensor packed = at::empty(src.sizes(), src.options());
+        native_copy(packed, src);
+        at::Tensor host = at::empty(src.sizes(), src.options().device(at::kCPU));
+        dtoh(host.data_ptr(), packed.data_ptr(), packed.nbytes());
+        self.copy_(host);
     } else {
         self.copy_(host_view(src));
     }
@@ -345,6 +382,7 @@ at::Scalar _local_scalar_dense(const at::Tensor& self) { return at::_local_scala
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
     if (self.numel() == 0) return self;
+    if (native_dtype(self.scalar_type())) return native_fill(self, value);
     write_from_host(self, at::full(self.sizes(), value, self.options().device(at::kCPU)));
     return self;
 }
@@ -373,7 +411,24 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     at::native::cpu_fallback(op, stack);
 }
 
-}  // namespace
+// ---- launching the native kernels ------------------------------------------------------------------------------
+
+void launch(int device, KernelKind kind, void* descriptor, size_t bytes) {
+    use_context(device);
+    const Kernels& k = g_kernels[device];
+    VeFunction f = kind == KernelKind::elementwise ? k.elementwise : k.reduction;
+    TORCH_CHECK(f.ptr != 0, device_label(device), ": the VE kernel library is not loaded");
+    void* args = nullptr;
+    check(g_veda.ArgsCreate(&args), "vedaArgsCreate", device);
+    check(g_veda.ArgsSetStack(args, 0, descriptor, 0 /* VEDA_ARGS_INTENT_IN: copied now */, bytes),
+          "vedaArgsSetStack", device);
+    check(g_veda.LaunchKernelEx(f, 0, args, 1 /* destroy the args */, nullptr), "vedaLaunchKernelEx", device,
+          f.kernel ? f.kernel : "");
+}
+
+}  // namespace sol_ve
+
+using namespace sol_ve;
 
 TORCH_LIBRARY_IMPL(aten, VE, m) {
     m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
@@ -410,7 +465,28 @@ void bind(void* lib, const char* name, F& fn, bool required = true) {
     TORCH_CHECK(fn || !required, "libveda has no ", name);
 }
 
-int init(const std::string& path, py::object policy) {
+void load_kernels(int device, const std::string& kernels) {
+    use_context(device);
+    void* module = nullptr;
+    check(g_veda.ModuleLoad(&module, kernels.c_str()), "vedaModuleLoad", device, kernels);
+    VeFunction abi{0, nullptr};
+    check(g_veda.ModuleGetFunction(&abi, module, "sol_ve_kernels_abi"), "vedaModuleGetFunction", device,
+          "sol_ve_kernels_abi");
+    uint64_t version = 0;
+    void* args = nullptr;
+    check(g_veda.ArgsCreate(&args), "vedaArgsCreate", device);
+    check(g_veda.LaunchKernelEx(abi, 0, args, 1, &version), "vedaLaunchKernelEx", device, "sol_ve_kernels_abi");
+    check(g_veda.StreamSynchronize(0), "vedaStreamSynchronize", device);
+    TORCH_CHECK(version == SOL_VE_KERNELS_ABI, kernels, " has kernel ABI ", version, ", this extension expects ",
+                SOL_VE_KERNELS_ABI, ": clear SOL's cache (sol cache clear)");
+    Kernels& k = g_kernels[device];
+    check(g_veda.ModuleGetFunction(&k.elementwise, module, "sol_ve_elementwise_kernel"), "vedaModuleGetFunction",
+          device, "sol_ve_elementwise_kernel");
+    check(g_veda.ModuleGetFunction(&k.reduction, module, "sol_ve_reduction_kernel"), "vedaModuleGetFunction",
+          device, "sol_ve_reduction_kernel");
+}
+
+int init(const std::string& path, const std::string& kernels, py::object policy) {
     if (g_ready.load()) return g_veda.count;
     void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
     TORCH_CHECK(lib, "cannot load ", path, ": ", dlerror());
@@ -430,6 +506,11 @@ int init(const std::string& path, py::object policy) {
     bind(lib, "vedaGetErrorName", v.GetErrorName);
     bind(lib, "vedaGetErrorString", v.GetErrorString);
     bind(lib, "solVedaEmuLastError", v.EmuLastError, false);
+    bind(lib, "vedaModuleLoad", v.ModuleLoad);
+    bind(lib, "vedaModuleGetFunction", v.ModuleGetFunction);
+    bind(lib, "vedaArgsCreate", v.ArgsCreate);
+    bind(lib, "vedaArgsSetStack", v.ArgsSetStack);
+    bind(lib, "vedaLaunchKernelEx", v.LaunchKernelEx);
     v.emulated = v.EmuLastError != nullptr;
     int rc = v.Init(0);
     if (rc != 1) check(rc, "vedaInit", 0);  // 1: VEDA_ERROR_ALREADY_INITIALIZED (the Python binding did it)
@@ -442,6 +523,13 @@ int init(const std::string& path, py::object policy) {
         check(v.DeviceGet(&handle, i), "vedaDeviceGet", i);
         check(v.PrimaryCtxRetain(&context, handle), "vedaDevicePrimaryCtxRetain", i);
         v.contexts.push_back(context);
+    }
+    g_ready = true;  // use_context needs it
+    try {
+        for (int i = 0; i < v.count; ++i) load_kernels(i, kernels);
+    } catch (...) {
+        g_ready = false;
+        throw;
     }
     g_policy = policy.release().ptr();  // kept for the process's life
     g_ready = true;
@@ -459,7 +547,8 @@ int checked_device(int device) {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     m.doc() = "SOL's PyTorch VE device (allocator, guard, copies, CPU fallback)";
-    m.def("init", &init, "load libveda from a path and register the VE(s); returns the device count");
+    m.def("init", &init, "load libveda from a path, the VE kernel library into each VE, and register the VE(s); "
+          "returns the device count");
     m.def("device_count", []() { return g_ready.load() ? g_veda.count : 0; });
     m.def("current_device", []() { return t_device; });
     m.def("set_device", [](int device) { t_device = checked_device(device); });
