@@ -159,9 +159,10 @@ class CudaFlavour(Flavour):
     #: the cuBLAS/cuDNN module will plug in here; until then every layer is generated code
     dnn = None
 
-    def __init__(self, *, cc: str | None = None, nvcc: str | None = None) -> None:
+    def __init__(self, *, cc: str | None = None, nvcc: str | None = None, dnn: bool = True) -> None:
         self._cc = cc
         self._nvcc = nvcc
+        self._use_dnn = dnn
 
     # -- toolchain -----------------------------------------------------------------------------------
     @property
@@ -209,4 +210,10 @@ class CudaFlavour(Flavour):
         from .module import render_module
 
         return render_module(**context)
+
+    def deploy_wrapper(self, **context: Any) -> str:
+        """A deployed library: host inputs and outputs, weights uploaded once (`sol_backend_cuda.deploy`)."""
+        from .deploy import render_wrapper
+
+        return render_wrapper(**context)
 

@@ -6,6 +6,7 @@ import sol
 from sol.records import ConfigKey
 
 from .backend import CudaBackend
+from .deploy import CudaDeployTarget
 from .toolkit import CC_KEY, NVCC_KEY
 
 
@@ -17,3 +18,8 @@ def sol_backends() -> list[CudaBackend]:
 @sol.hookimpl
 def sol_config_keys() -> list[ConfigKey]:
     return [NVCC_KEY, CC_KEY]
+
+
+@sol.hookimpl
+def sol_deploy_targets() -> list[CudaDeployTarget]:
+    return [CudaDeployTarget()]

@@ -77,17 +77,31 @@ def wheel_roots() -> list[Path]:
     return sorted(found, key=lambda root: root.name, reverse=True)
 
 
+@functools.cache
 def toolkit_root(nvcc: str) -> Path:
-    """The toolkit directory of an nvcc (``<root>/bin/nvcc``), resolving a symbolic link such as /usr/bin/nvcc."""
-    return Path(os.path.realpath(nvcc)).parent.parent
+    """The toolkit directory of an nvcc (``<root>/bin/nvcc``).
+
+    Asked from nvcc itself (``--dryrun`` prints its ``_HERE_``), so a wrapper script or symbolic link on PATH
+    (``/usr/local/bin/nvcc`` running ``/usr/local/cuda-13.0/bin/nvcc``) leads to the real toolkit.
+    """
+    try:
+        done = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull], capture_output=True,
+                              text=True, errors="replace", timeout=TIMEOUT_S, check=False)
+        here = re.search(r"^#\$ _HERE_=(.+)$", done.stdout + done.stderr, re.MULTILINE)
+    except (OSError, subprocess.TimeoutExpired):
+        here = None
+    return Path(here.group(1).strip()).parent if here else Path(os.path.realpath(nvcc)).parent.parent
 
 
 def library_dirs(nvcc: str) -> list[Path]:
     """Where nvcc's own libraries (the static cudart nvcc links by default) lie: ``lib64`` in a toolkit, ``lib`` in
     the wheels, whose nvcc.profile names only ``lib64`` (so the wheel-only toolchain needs the ``-L``)."""
     root = toolkit_root(nvcc)
-    candidates = (root / "lib64", root / "lib", root / "targets" / "x86_64-linux" / "lib")
-    return [d for d in candidates if (d / "libcudart_static.a").is_file()]
+    found: list[Path] = []
+    for candidate in (root / "lib64", root / "lib", root / "targets" / "x86_64-linux" / "lib"):
+        if (candidate / "libcudart_static.a").is_file() and candidate.resolve() not in {d.resolve() for d in found}:
+            found.append(candidate)  # lib64 is often a link to targets/x86_64-linux/lib: once is enough
+    return found
 
 
 def find_cuobjdump(nvcc: str | None = None) -> str | None:
