@@ -55,12 +55,21 @@ class OneDnnModule(DnnModule):
     def __init__(self, version: str = "", tuner: Tuner | None = None) -> None:
         self.version = version
         self.tuner = tuner  # times SOL's kernels against oneDNN per convolution (None: the heuristics decide)
+        #: "fp32" or "bf16" (sol.precision; set by X86Flavour.use_precision): the operand type of forward calls
+        self.precision = "fp32"
 
     def key(self) -> str:
         # which kernel runs each call is part of the generated code, so what decides it is part of the cache key
-        return (f"onednn {self.version}|{winograd.settings()}|{grouped.settings()}|{linear.settings()}"
-                f"|{input_scale.settings()}"
-                f"|attention {attention.MIN_MULTIPLY_ADDS}|autotuning {int(sol.config['autotuning'])}|gemv dfp")
+        key = (f"onednn {self.version}|{winograd.settings()}|{grouped.settings()}|{linear.settings()}"
+               f"|{input_scale.settings()}"
+               f"|attention {attention.MIN_MULTIPLY_ADDS}|autotuning {int(sol.config['autotuning'])}|gemv dfp")
+        return key if self.precision == "fp32" else f"{key}|{self.precision}"
+
+    @property
+    def reduced(self) -> bool:
+        """Whether forward calls compute in bf16 (SOL's own fp32 kernels and folded input scales then do not apply:
+        their packed weights are fp32)."""
+        return self.precision != "fp32"
 
     # -- planning ---------------------------------------------------------
     def accepts(self, layer: Layer) -> bool:
@@ -101,7 +110,8 @@ class OneDnnModule(DnnModule):
         return (1,) if layer.op in ("conv", "conv_transpose", "linear") else ()
 
     def absorbs_input_scale(self, mul: Layer, layer: Layer) -> bool:
-        return input_scale.foldable(mul, layer)
+        # the fold multiplies the packed fp32 weights per call; bf16 packs them as bf16
+        return not self.reduced and input_scale.foldable(mul, layer)
 
     def input_layout(self, layer: Layer, index: int) -> tuple[int, ...] | None:
         if layer.op in ("conv", "conv_transpose") and index == 0:
@@ -183,6 +193,8 @@ class OneDnnModule(DnnModule):
         has_bias = anchor.op != "matmul" and len(anchor.inputs) > 2
         lines = [f"d->op = {_OP[anchor.op]};", f"d->static_weights = {int(bool(self.static_inputs(anchor)))};",
                  f"d->has_bias = {int(has_bias)};"]
+        if self.reduced:
+            lines.append("d->precision = SOL_DNNL_BF16;  // bf16 operands, fp32 accumulation, dst and post-ops")
         if call.input_scale is not None:
             lines.append(f"d->src_scale = 1;  // {call.input_scale.name} (mul): folded into the weights per call")
         if anchor.op in ("conv", "conv_transpose"):
@@ -190,7 +202,9 @@ class OneDnnModule(DnnModule):
             groups = int(anchor.attrs.get("groups", 1))
             # an input scale is folded into oneDNN's packed weights, which Winograd's do not share (grouped
             # convolutions never take one: input_scale.foldable)
-            algorithm = winograd.choose(anchor, call.post_ops, self.tuner) if call.input_scale is None else DIRECT
+            # bf16: oneDNN's AMX/AVX512-BF16 direct kernels (Winograd's fp32 transforms would be slower and not bf16)
+            winograd_ok = call.input_scale is None and not self.reduced
+            algorithm = winograd.choose(anchor, call.post_ops, self.tuner) if winograd_ok else DIRECT
             if algorithm != DIRECT:
                 lines.append(f"d->algorithm = {winograd.c_expression(algorithm)};  // SOL's "
                              f"{winograd.name(algorithm)}: see sol_winograd.h")

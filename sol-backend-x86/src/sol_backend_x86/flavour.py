@@ -26,6 +26,7 @@ import sol
 from sol.codegen import CpuFlavour
 
 from . import glue
+from . import precision as precisions
 from .dnnl_module import OneDnnModule
 from .onednn import DNN_KEY, LIBRARY_KEY, default_search_dirs, find_library, library_version
 from .tuning import Tuner
@@ -107,6 +108,17 @@ class X86Flavour(CpuFlavour):
             tuner = Tuner(self.cc, include, lib, self.glue_toolchain)
             self.dnn = OneDnnModule(library_version(lib.resolve()), tuner)
             _build_glue_in_background(self.cc, include, self.glue_toolchain())
+
+    def precision_missing(self, precision: str) -> str | None:
+        return precisions.missing(precision, self.dnn is not None)
+
+    def native_precision(self) -> str:
+        return "bf16" if precisions.missing("bf16", self.dnn is not None) is None else "fp32"
+
+    def use_precision(self, precision: str) -> None:
+        super().use_precision(precision)
+        if isinstance(self.dnn, OneDnnModule):
+            self.dnn.precision = precision  # the library calls are what computes in it
 
     def prelude(self) -> str:
         text = super().prelude()

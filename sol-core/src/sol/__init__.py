@@ -21,16 +21,18 @@ from .seeds import seed, seeds, set_seed
 from .versions import versions
 
 
-def optimize(model, *inputs, batch_size: int | None = None, device=None):
+def optimize(model, *inputs, batch_size: int | None = None, device=None, precision: str | None = None):
     """Optimize ``model`` for the given example inputs (tensors, scalars or `sol.input` specs).
 
     Returns a framework-native model (e.g. a ``torch.nn.Module``) that holds the
     original parameters and runs SOL's compiled code. ``batch_size`` guides
     heuristics when the batch dimension is a wildcard (``sol.input([0, ...])``).
+    ``precision``: ``"fp32"``, ``"bf16"``, ``"fp16"`` or ``"auto"`` (default:
+    ``sol.config["compiler::precision"]``, "fp32"); inputs and outputs keep their dtype.
     """
     from .compiler import optimize as _optimize
 
-    return _optimize(model, *inputs, batch_size=batch_size, device=device)
+    return _optimize(model, *inputs, batch_size=batch_size, device=device, precision=precision)
 
 
 def deploy(model, *inputs, target: str = "lib::shared", lib_name: str = "libsolpredict",

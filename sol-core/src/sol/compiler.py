@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import cache, graph_cache, log
+from . import precision as precisions
 from ._version import __version__
 from .codegen import CpuFlavour, Flavour, cexpr
 from .codegen.build import SOURCE_NAME, build
@@ -95,6 +96,8 @@ def cache_key(graph: Graph, flavour: Flavour) -> str:
         "dnn": flavour.dnn.key() if flavour.dnn is not None else "",
         "profile": _profiling(),
     }
+    if flavour.precision != "fp32":  # absent for fp32, so fp32 artifacts keep the keys they had before precisions
+        parts["precision"] = flavour.precision
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
@@ -107,17 +110,30 @@ def generate_source(graph: Graph, flavour: Flavour | None = None) -> str:
     return generate(graph, the_plan.programs, the_plan.memory, flavour, model_prefix(graph))
 
 
-def compile_graph(graph: Graph, device: Device | str | None = None, *, passes: bool = True) -> CompiledModel:
-    """Optimise, generate, build (or fetch from the cache) and load a graph."""
+def compile_graph(graph: Graph, device: Device | str | None = None, *, passes: bool = True,
+                  precision: str = "fp32") -> CompiledModel:
+    """Optimise, generate, build (or fetch from the cache) and load a graph.
+
+    ``precision``: what the model computes in (`sol.precision`; fp32 unless asked, so training variants and other
+    internal compiles never pick up ``compiler::precision``); the result's ``precision`` is the resolved one.
+    """
     with progress.compiling(graph.name):
-        return _compile_graph(graph, device, passes)
+        return _compile_graph(graph, device, passes, precision)
 
 
-def _compile_graph(graph: Graph, device: Device | str | None, passes: bool) -> CompiledModel:
+def precise_flavour(device: Device | str | None, precision: str | None) -> tuple[Flavour, int]:
+    """`flavour_for` set up for ``precision`` (None: ``compiler::precision``; "auto" resolved for the device)."""
+    flavour, index = flavour_for(device)
+    where = str(device) if device is not None else f"{flavour.name}:{index}"
+    flavour.use_precision(precisions.resolve(precision, flavour, where))
+    return flavour, index
+
+
+def _compile_graph(graph: Graph, device: Device | str | None, passes: bool, precision: str) -> CompiledModel:
     if passes:
         progress.stage("passes")
         graph = _run_passes(graph)
-    flavour, index = flavour_for(device)
+    flavour, index = precise_flavour(device, precision)
     key = cache_key(graph, flavour)
     prefix = model_prefix(graph)
 
@@ -161,6 +177,7 @@ def _compile_graph(graph: Graph, device: Device | str | None, passes: bool) -> C
         compiled = CompiledModel(graph, library, prefix, device=index)
     compiled.source_path = entry.file(SOURCE_NAME + flavour.source_suffix)  # type: ignore[attr-defined]
     compiled.metadata = dict(entry.metadata)  # type: ignore[attr-defined]
+    compiled.precision = flavour.precision  # type: ignore[attr-defined]
     if debug_artifacts.wanted():
         compiled.debug_artifacts = debug_artifacts.write(plan_once(), compiled, f"{flavour.name}:{index}")  # type: ignore[attr-defined]
     return compiled
@@ -192,18 +209,22 @@ def _run_passes(graph: Graph) -> Graph:
     return run_inference_passes(graph)
 
 
-def optimize(model: Any, *inputs: Any, batch_size: int | None = None, device: Device | str | None = None) -> Any:
+def optimize(model: Any, *inputs: Any, batch_size: int | None = None, device: Device | str | None = None,
+             precision: str | None = None) -> Any:
     """Extract ``model`` with the frontend that accepts it, compile it, and wrap the result in a framework model.
+
+    ``precision``: "fp32", "bf16", "fp16" or "auto" (`sol.precision`); None: ``sol.config["compiler::precision"]``.
 
     A model optimized before (same fingerprint, see `sol.graph_cache`) skips
     the frontend's capture and the passes: its optimized graph is loaded.
     """
     from .plugins import registry
 
+    wanted = precisions.requested(precision)  # a bad value fails before any capture
     frontends = registry().frontends
     for frontend in frontends.values():
         if frontend.accepts(model):
-            return _optimize_with(frontend, model, inputs, batch_size, device)
+            return _optimize_with(frontend, model, inputs, batch_size, device, wanted)
     kind = f"{type(model).__module__}.{type(model).__qualname__}"
     installed = ", ".join(sorted(frontends)) or "none"
     raise SolError(f"no SOL frontend accepts a model of type {kind} (installed frontends: {installed}). "
@@ -212,24 +233,25 @@ def optimize(model: Any, *inputs: Any, batch_size: int | None = None, device: De
 
 
 def _optimize_with(frontend: Frontend, model: Any, inputs: tuple[Any, ...], batch_size: int | None,
-                   device: Device | str | None) -> Any:
+                   device: Device | str | None, precision: str = "fp32") -> Any:
     with progress.compiling(type(model).__name__):
-        return _optimize_in_progress(frontend, model, inputs, batch_size, device)
+        return _optimize_in_progress(frontend, model, inputs, batch_size, device, precision)
 
 
 def _optimize_in_progress(frontend: Frontend, model: Any, inputs: tuple[Any, ...], batch_size: int | None,
-                          device: Device | str | None) -> Any:
+                          device: Device | str | None, precision: str = "fp32") -> Any:
+    precise_flavour(device, precision)  # a precision the device lacks fails before the capture
     record_key = _record_key(frontend, model, inputs, batch_size, device)
     record = graph_cache.load(record_key) if record_key is not None else None
     if record is not None:
         _log.debug("model %s: parsed graph loaded from the cache (no capture)", record.graph.name)
         frontend.restore(model, inputs, batch_size, record.frontend_state)
-        return frontend.wrap(model, compile_graph(record.graph, device, passes=False))
+        return frontend.wrap(model, compile_graph(record.graph, device, passes=False, precision=precision))
     progress.stage("parse")
     parsed = frontend.parse(model, inputs, batch_size)
     progress.stage("passes")
     graph = _run_passes(parsed)
-    compiled = compile_graph(graph, device, passes=False)
+    compiled = compile_graph(graph, device, passes=False, precision=precision)
     if record_key is not None:
         try:
             graph_cache.store(record_key, graph_cache.ParsedRecord(graph, frontend.parse_state(model)))

@@ -26,6 +26,7 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("compiler::cflags", str, "-O3 -march=native -fopenmp", "Flags passed to the host compiler for generated code."),
     ConfigKey("compiler::progress", bool, True, "Show a progress bar for compiles that take longer than a second."),
     ConfigKey("compiler::profile", bool, False, "Time every Cluster of forward in generated code (CompiledModel.profile() reads the totals)."),
+    ConfigKey("compiler::precision", str, "fp32", "What sol.optimize computes in unless its precision= says: 'fp32' (as the framework), 'bf16' or 'fp16' (Conv/Linear/MatMul in that type with fp32 accumulation; inputs and outputs keep their dtype), 'auto' (bf16 where the device computes it natively, else fp32). A device without the precision raises a SolUnsupportedError.", choices=("fp32", "bf16", "fp16", "auto")),
     ConfigKey("autotuning", bool, True, "Let SOL time alternative implementations at compile time and keep the fastest."),
     ConfigKey("cache::enabled", bool, True, "Serve compiled artifacts from the on-disk cache and store new ones there."),
 )

@@ -25,24 +25,26 @@ using dt = memory::data_type;
 
 thread_local std::string last_error;
 
+bool backward(int op);  // the training ops (defined below)
+
 dnnl::engine& cpu_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
 }
 
 // Strides of a dense tensor from its memory order (order[0] outermost).
-memory::desc dense(const sol_dnnl_tensor& t) {
+memory::desc dense(const sol_dnnl_tensor& t, dt type = dt::f32) {
   memory::dims dims(t.dims, t.dims + t.ndims), strides(t.ndims);
   int64_t step = 1;
   for (int i = t.ndims - 1; i >= 0; --i) {
     strides[t.order[i]] = step;
     step *= t.dims[t.order[i]];
   }
-  return memory::desc(dims, dt::f32, strides);
+  return memory::desc(dims, type, strides);
 }
 
-memory::desc any_like(const sol_dnnl_tensor& t) {
-  return memory::desc(memory::dims(t.dims, t.dims + t.ndims), dt::f32, memory::format_tag::any);
+memory::desc any_like(const sol_dnnl_tensor& t, dt type = dt::f32) {
+  return memory::desc(memory::dims(t.dims, t.dims + t.ndims), type, memory::format_tag::any);
 }
 
 dnnl::algorithm eltwise_alg(int alg) {
@@ -130,10 +132,20 @@ sol_dnnl_desc describe(sol_dnnl_fill fill, int64_t batch) {
 
 memory::dims spatial(const int64_t* values, int count) { return memory::dims(values, values + count); }
 
+dnnl::stream& cpu_stream_for_glue() {
+  // oneDNN's CPU stream is stateless for in-order execution; one per thread keeps it that way.
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
 struct Call {
   sol_dnnl_fill fill = nullptr;
   int op = 0;
   bool static_weights = false;
+  // The operand type of src and weights (sol_dnnl_desc.precision): f32, or bf16 with fp32 src converted per call
+  // and runtime weights (MatMul's second operand) too. Set before the creation primitive is made.
+  dt compute = dt::f32;
+  bool low() const { return compute != dt::f32; }
   std::unique_ptr<sol_kernels::Kernel> own;  // set when the call runs as one of SOL's kernels instead of oneDNN
   memory::desc user_weights;    // the framework's weights as they lie in memory
   memory::desc packed_weights;  // the format the creation primitive chose (static weights)
@@ -197,7 +209,7 @@ struct Call {
 
   // The weights as execute receives them: packed (static weights) or as the graph holds them.
   memory::desc given_weights(int64_t batch, const sol_dnnl_desc& d) const {
-    return static_weights ? weights_format(batch) : dense(d.weights);
+    return static_weights ? weights_format(batch) : dense(d.weights, compute);
   }
 
   // The weights pointer to pass for `batch`: the packed buffer, or this batch size's reordered copy of it.
@@ -232,8 +244,8 @@ struct Call {
   dnnl::primitive make(const sol_dnnl_desc& d, bool creation, int64_t batch) {
     auto& engine = cpu_engine();
     const dnnl::primitive_attr attr = attributes(d);
-    memory::desc src = dense(d.src), dst = dense(d.dst);
-    memory::desc weights = static_weights ? any_like(d.weights) : dense(d.weights);
+    memory::desc src = dense(d.src, compute), dst = dense(d.dst);
+    memory::desc weights = static_weights ? any_like(d.weights, compute) : dense(d.weights, compute);
     memory::desc bias = d.has_bias ? dense(d.bias) : memory::desc();
     const int r = d.src.ndims - 2;
     if (d.op == SOL_DNNL_MATMUL) {
@@ -347,6 +359,30 @@ struct Call {
     std::unordered_map<int, memory> args;
     std::vector<std::pair<int, const void*>> pointers;  // (argument, the pointer its memory holds now)
   };
+  // bf16 calls: the fp32 operand as the graph holds it, reordered into a bf16 buffer the primitive reads
+  struct Lowered {
+    int64_t batch = -1;
+    dnnl::reorder convert;
+    memory given, low;
+    std::vector<char> buffer;
+  };
+  Lowered low_src, low_weights;  // guarded by run_lock like `bound`
+
+  // The bf16 copy of the fp32 tensor `data` (described by `user`) in `slot`'s buffer, for `batch`.
+  const void* lowered(Lowered& slot, int64_t batch, const memory::desc& user, const void* data) {
+    auto& engine = cpu_engine();
+    if (slot.batch != batch) {
+      memory::desc low(user.get_dims(), compute, user.get_strides());
+      slot.buffer.resize(low.get_size());
+      slot.given = memory(user, engine, const_cast<void*>(data));
+      slot.low = memory(low, engine, slot.buffer.data());
+      slot.convert = dnnl::reorder(slot.given, slot.low);
+      slot.batch = batch;
+    }
+    slot.given.set_data_handle(const_cast<void*>(data));
+    slot.convert.execute(cpu_stream_for_glue(), slot.given, slot.low);
+    return slot.buffer.data();
+  }
   std::mutex run_lock;  // guards `bound`; a call that finds it taken takes the uncached path
   Bound bound;
 
@@ -362,7 +398,7 @@ struct Call {
       fresh.args.emplace(arg, memory(md, engine, nullptr));
       fresh.pointers.emplace_back(arg, nullptr);
     };
-    add(DNNL_ARG_SRC, dense(d.src));
+    add(DNNL_ARG_SRC, dense(d.src, compute));
     add(DNNL_ARG_WEIGHTS, given_weights(batch, d));
     if (d.has_bias) add(DNNL_ARG_BIAS, dense(d.bias));
     add(DNNL_ARG_DST, dense(d.dst));
@@ -442,11 +478,7 @@ std::unique_ptr<sol_kernels::Kernel> own_kernel_for(const sol_dnnl_desc& d) {
   return conv;
 }
 
-dnnl::stream& cpu_stream() {
-  // oneDNN's CPU stream is stateless for in-order execution; one per thread keeps it that way.
-  thread_local dnnl::stream stream(cpu_engine());
-  return stream;
-}
+dnnl::stream& cpu_stream() { return cpu_stream_for_glue(); }
 
 }  // namespace
 
@@ -527,7 +559,18 @@ void* sol_dnnl_create(sol_dnnl_fill fill, int64_t batch) {
       call->by_batch.emplace(batch, std::make_pair(dnnl::primitive(), d));
       return call.release();
     }
-    auto made = call->make(d, true, batch);
+    if (d.precision == SOL_DNNL_BF16 && !backward(d.op)) call->compute = dt::bf16;
+    dnnl::primitive made;
+    try {
+      made = call->make(d, true, batch);
+    } catch (const std::exception& e) {
+      if (!call->low()) throw;
+      // no bf16 implementation for this call (an op or shape oneDNN has only in fp32): it computes in fp32,
+      // which is exact, and says so in its implementation name (sol.profile, debug mode)
+      call->compute = dt::f32;
+      made = call->make(d, true, batch);
+      call->impl += " (fp32: no bf16 kernel)";
+    }
     call->by_batch.emplace(batch, std::make_pair(made, d));
     return call.release();
   } catch (const std::exception& e) {
@@ -653,6 +696,11 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
     std::unique_lock<std::mutex> owner(call->run_lock, std::try_to_lock);
     if (owner.owns_lock()) {  // the usual case: one model runs this call at a time
       if (factors) weights = call->scale_weights(weights, factors, call->scaled);
+      if (call->low()) {  // bf16: the fp32 src (and runtime weights) converted into the handle's buffers
+        const sol_dnnl_desc& d = call->at(batch).second;
+        src = call->lowered(call->low_src, batch, dense(d.src), src);
+        if (!call->static_weights) weights = call->lowered(call->low_weights, batch, dense(d.weights), weights);
+      }
       Call::Bound& b = call->bind(batch);
       rebind(b, src, weights, bias, post_src, dst);
       b.primitive.execute(cpu_stream(), b.args);
@@ -664,8 +712,13 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
     auto& entry = call->at(batch);
     const sol_dnnl_desc& d = entry.second;
     auto& engine = cpu_engine();
+    Call::Lowered own_src, own_weights;  // this thread's bf16 copies (another thread uses the handle's)
+    if (call->low()) {
+      src = call->lowered(own_src, batch, dense(d.src), src);
+      if (!call->static_weights) weights = call->lowered(own_weights, batch, dense(d.weights), weights);
+    }
     std::unordered_map<int, memory> args;
-    args.emplace(DNNL_ARG_SRC, memory(dense(d.src), engine, const_cast<void*>(src)));
+    args.emplace(DNNL_ARG_SRC, memory(dense(d.src, call->compute), engine, const_cast<void*>(src)));
     args.emplace(DNNL_ARG_WEIGHTS, memory(call->given_weights(batch, d), engine, const_cast<void*>(weights)));
     if (d.has_bias) args.emplace(DNNL_ARG_BIAS, memory(dense(d.bias), engine, const_cast<void*>(bias)));
     args.emplace(DNNL_ARG_DST, memory(dense(d.dst), engine, dst));

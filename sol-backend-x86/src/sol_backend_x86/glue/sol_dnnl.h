@@ -82,7 +82,12 @@ typedef struct sol_dnnl_desc {
    * weights (conv(x * s, w) = conv(x, w * s)), so the scaled input is never written. Forward convolutions with
    * static weights, no groups, batch 1, run by oneDNN. */
   int32_t src_scale;
+  /* The operand type of a forward call (sol.precision): SOL_DNNL_F32, or SOL_DNNL_BF16: src and weights in bf16
+   * (fp32 src converted per call, static weights packed as bf16 once per prepare), fp32 accumulation, bias, dst
+   * and post-ops. Training calls and SOL's own kernels ignore it (fp32). */
+  int32_t precision;
 } sol_dnnl_desc;
+enum { SOL_DNNL_F32 = 0, SOL_DNNL_BF16 = 1 };
 
 typedef void (*sol_dnnl_fill)(int64_t batch, sol_dnnl_desc* desc);
 

@@ -106,6 +106,24 @@ class Flavour(abc.ABC):
     #: ELF visibility of the entry points; sol.deploy sets "hidden" to export only its own API
     visibility = "default"
 
+    #: the precision this flavour generates code for (`sol.precision`); set through `use_precision`
+    precision = "fp32"
+
+    def precision_missing(self, precision: str) -> str | None:
+        """Why this device cannot compute in ``precision`` ("bf16", "fp16"), naming the missing feature; None
+        when it can. The default computes fp32 only: a backend overrides this when it implements another."""
+        if precision == "fp32":
+            return None
+        return f"the {self.name or type(self).__name__} backend has no {precision} kernels yet (fp32 only)"
+
+    def native_precision(self) -> str:
+        """What ``precision="auto"`` becomes: the reduced precision the device computes natively, else "fp32"."""
+        return "fp32"
+
+    def use_precision(self, precision: str) -> None:
+        """Generate code for ``precision`` (already checked with `precision_missing`)."""
+        self.precision = precision
+
     def exported(self) -> str:
         """The declaration prefix of an exported entry point."""
         return f'extern "C" __attribute__((visibility("{self.visibility}")))'
