@@ -29,6 +29,7 @@ import torch
 import torch.utils._pytree as pytree
 from sol.errors import SolInputError
 from sol.ir import BATCH, Size, solve_batch
+from sol.runtime.offload import TransferStats
 from sol.seeds import generation
 
 from . import native, native_reader
@@ -345,6 +346,24 @@ class SolModule(torch.nn.Module):
         params = dict(zip(variant.graph.params, ParamSlots(self._sol_model, list(variant.graph.params)).live(), strict=True))
         outputs = SolFunction.apply(step, batch, len(tensors), *tensors, *[params[n] for n in wrt_params])
         return self._structure(list(outputs), variant.out_spec)
+
+    def transfers(self) -> TransferStats | None:
+        """What crossed between host and device in this module's compiled models so far: the inference model, the
+        models compiled for device tensors and the training steps, summed (`sol.runtime.offload.TransferStats`).
+        None when none of them runs on a device with its own memory. ``.since(before)`` gives one span's share."""
+        models = [self._sol_compiled, *self.__dict__.get("_sol_native", {}).values()]
+        for variant in self._sol_variants.values():
+            for step in variant.steps.values():
+                models += [step.forward, step.backward]
+        stats = [m.transfers for m in {id(m): m for m in models if m is not None}.values()
+                 if isinstance(getattr(m, "transfers", None), TransferStats)]
+        if not stats:
+            return None
+        total = TransferStats()
+        for one in stats:
+            for name, value in vars(one).items():
+                setattr(total, name, getattr(total, name) + value)
+        return total
 
     def _apply(self, fn: Any, recurse: bool = True) -> Any:
         result = super()._apply(fn, recurse)

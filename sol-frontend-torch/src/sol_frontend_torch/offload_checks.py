@@ -8,13 +8,15 @@ copied, parameters once and again only after they changed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import sol
 import torch
 from sol.errors import SolInputError
 
-__all__ = ["SmallNet", "check_foreign_device_is_refused", "check_inference_and_copies", "check_profile_reports_copies",
-           "check_training"]
+__all__ = ["ModelCallCopies", "SmallNet", "check_foreign_device_is_refused", "check_inference_and_copies",
+           "check_profile_reports_copies", "check_training"]
 
 
 class SmallNet(torch.nn.Module):
@@ -27,6 +29,39 @@ class SmallNet(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(torch.flatten(self.pool(torch.relu(self.bn(self.conv(x)))), 1))
+
+
+class ModelCallCopies:
+    """A framework's host<->device copy counters read around a model's own calls only, in a real training loop:
+    the forward, and inside ``loss.backward()`` the span from the model output's gradient being ready to the last
+    parameter gradient accumulated. The loss and the optimizer (which may run on the host through a fallback)
+    fall outside. ``read()`` returns the counters, ``reset()`` zeroes them (e.g. sol_backend_ve.torch_ve's
+    ``copy_counters`` and ``reset_copy_counters``)."""
+
+    def __init__(self, model: torch.nn.Module, read: Callable[[], dict[str, int]], reset: Callable[[], None]) -> None:
+        self.read, self.reset = read, reset
+        #: the counters of the last forward, and of the last backward (empty until its gradients arrived)
+        self.forward: dict[str, int] = {}
+        self.backward: dict[str, int] = {}
+        for p in model.parameters():
+            if p.requires_grad:
+                p.register_post_accumulate_grad_hook(self._gradient_accumulated)
+
+    def call(self, model: torch.nn.Module, *inputs: torch.Tensor) -> torch.Tensor:
+        """``model(*inputs)`` (one tensor output), counted."""
+        self.reset()
+        out = model(*inputs)
+        self.forward = self.read()
+        self.backward = {}
+        if out.requires_grad:
+            out.register_hook(self._output_gradient_ready)
+        return out
+
+    def _output_gradient_ready(self, grad: torch.Tensor) -> None:
+        self.reset()
+
+    def _gradient_accumulated(self, p: torch.Tensor) -> None:
+        self.backward = self.read()  # the last parameter's reading covers the whole backward
 
 
 def check_inference_and_copies(device: str) -> None:

@@ -1,0 +1,56 @@
+"""The native training path (`sol_frontend_torch.native`, ``Step(native=True)``) on sol.testing's loopback device.
+
+The loopback is a device with its own memory whose code runs on the host, so CPU tensors can stand in for a
+framework's device tensors (PyTorch has no tensors of its own for it): the step is driven the way SolModule
+drives it for VE or CUDA tensors. Parameters are handed in by address and re-prepared after an optimizer step,
+nothing is copied, and the gradients and BatchNorm statistics are eager PyTorch's. The VE's own run of the
+tutorial flow is sol-backend-ve's test_torch_ve_training.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import sol.pytorch as sol
+import torch
+from sol.testing.loopback import LoopbackBackend, loopback_device
+from sol_frontend_torch.offload_checks import SmallNet
+from sol_frontend_torch.training import SolFunction
+
+
+@pytest.fixture
+def device():
+    with loopback_device():
+        yield "loop:0"
+
+
+def test_native_step_copies_nothing_and_matches_eager(device: str) -> None:
+    torch.manual_seed(4)
+    model = SmallNet().train()
+    eager = copy.deepcopy(model)
+    x, target = torch.randn(4, 3, 8, 8), torch.tensor([0, 1, 2, 3])
+    sol_model = sol.optimize(model, x)  # for the host; the step below is compiled for the loopback device
+    names = [n for n, _ in model.named_parameters()]
+    step = sol_model._compiled_step(sol_model._variant(training=True), names, [], device)
+    assert step.native and str(step.forward.device) == device and step.backward is not None
+    runtime = LoopbackBackend.runtimes[-1]
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, eager)]
+    for _ in range(3):  # after each optimizer step the parameters' versions changed: prepared again, by address
+        for opt in optimizers:
+            opt.zero_grad()
+        params = dict(model.named_parameters())
+        (out,) = SolFunction.apply(step, 4, 1, x, *[params[n] for n in names])
+        torch.nn.functional.cross_entropy(out, target).backward()
+        torch.nn.functional.cross_entropy(eager(x), target).backward()
+        for (name, p), q in zip(model.named_parameters(), eager.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-5, msg=name)
+        for opt in optimizers:
+            opt.step()
+    torch.testing.assert_close(model.bn.running_var, eager.bn.running_var, rtol=1e-4, atol=1e-6)
+    assert int(model.bn.num_batches_tracked) == 3
+    stats = sol_model.transfers()
+    assert (stats.to_device, stats.to_host, stats.parameters) == (0, 0, 0), stats
+    # per step a prepare and a forward, a prepare and a backward: four launches
+    assert stats.launches == 12, stats
+    assert runtime.transfers == []  # the device's own record: no copy in either direction
