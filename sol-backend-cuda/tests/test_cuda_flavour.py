@@ -33,7 +33,8 @@ HOST = {"t_x": "const float*", "t_y": "float*", "t_w": "const float*", "N": "int
 def test_backend_returns_the_cuda_flavour():
     flavour = CudaBackend().flavour()
     assert isinstance(flavour, CudaFlavour)
-    assert flavour.name == "cuda" and flavour.source_suffix == ".cu" and flavour.dnn is None
+    assert flavour.name == "cuda" and flavour.source_suffix == ".cu"
+    assert CudaFlavour(dnn=False).dnn is None  # library-free: every layer generated
     assert flavour.math("exp") == "sol_cuda_exp"
 
 
@@ -186,7 +187,7 @@ def test_compile_command_and_cache_key(tmp_path):
     from sol.compiler import cache_key
 
     nvcc = _fake_nvcc(tmp_path)
-    flavour = CudaFlavour(cc="80,90", nvcc=nvcc)
+    flavour = CudaFlavour(cc="80,90", nvcc=nvcc, dnn=False)
     command = flavour.compile_command(Path("m.cu"), Path("m.so"))
     assert command[0] == nvcc and command[-3:] == ["m.cu", "-o", "m.so"]
     for flag in ("-O3", "-std=c++17", "-shared", "arch=compute_80,code=sm_80", "arch=compute_90,code=sm_90"):
@@ -195,8 +196,10 @@ def test_compile_command_and_cache_key(tmp_path):
     g = Graph("tiny")
     x = g.add_input("x", [Dim(BATCH, Purpose.N), Dim(4, Purpose.C)])
     g.outputs.append(g.add_layer("relu", [x])[0])
-    keys = {cache_key(g, CudaFlavour(cc=cc, nvcc=nvcc)) for cc in ("80", "90", "80,90")}
+    keys = {cache_key(g, CudaFlavour(cc=cc, nvcc=nvcc, dnn=False)) for cc in ("80", "90", "80,90")}
     assert len(keys) == 3
+    if CudaFlavour(nvcc=nvcc).dnn is not None:  # library calls or not: different code, different key
+        assert cache_key(g, CudaFlavour(cc="90", nvcc=nvcc)) not in keys
 
 
 def test_failed_build_keeps_source_and_log(tmp_path):

@@ -55,11 +55,16 @@ def test_configured_nvcc_is_used_as_given(tmp_path):
     assert find_nvcc(str(tmp_path / "nope" / "nvcc")) is None
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+@pytest.mark.skipif(find_nvcc("nvcc") is None, reason='nvcc is not installed: pip install "sol-backend-cuda[toolchain]"')
 def test_versions_with_the_installed_toolkit():
     versions = CudaBackend().versions()
     assert re.fullmatch(r"\d+\.\d+\.\d+", versions["nvcc"])
-    assert set(versions) == {"nvcc", "driver", "runtime"}  # runtime: libcudart's version, or why there is none
+    # runtime: libcudart's version, or why there is none; cublas/cudnn: theirs (no GPU needed), or how to install them
+    assert set(versions) == {"nvcc", "driver", "runtime", "cublas", "cudnn"}
+    from sol_backend_cuda import libraries
+
+    if libraries.found() is not None:
+        assert re.match(r"13\.\d+\.\d+ \(", versions["cublas"]) and re.match(r"9\.\d+\.\d+ \(", versions["cudnn"])
 
 
 # -- the toolkit from NVIDIA's wheels (sol-backend-cuda[toolchain]) ------------------------------------------------

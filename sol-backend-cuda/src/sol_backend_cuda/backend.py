@@ -39,8 +39,10 @@ class CudaBackend(Backend):
         return open_runtime(device.index)
 
     def versions(self) -> Mapping[str, str]:
+        from .libraries import versions as library_versions  # ctypes only: cublasLtGetVersion, cudnnGetVersion
+
         return {"nvcc": nvcc_version(find_nvcc(configured_nvcc())), "driver": _driver_version(),
-                "runtime": _runtime_version()}
+                "runtime": _runtime_version(), **library_versions()}
 
 
 def _runtime_version() -> str:

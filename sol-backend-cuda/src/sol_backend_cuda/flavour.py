@@ -21,9 +21,11 @@ synchronising, with ``SOL_STATUS_LIBRARY`` when a launch failed. Errors that
 kernels find (an index out of range) set a device status word that
 ``int <prefix>_status(void* stream)`` reads (synchronising that stream) and clears.
 
-Conv/Linear/MatMul are generated (library-free) today: ``dnn`` is the hook of the
-cuBLAS/cuDNN module to come (a `sol.codegen.dnn.DnnModule` whose forward lines
-are host code with ``sol_stream`` in scope).
+Conv (forward and both gradients), Linear, MatMul/BMM and the linear weight
+gradient are cuDNN/cuBLAS calls where both libraries are found
+(`sol_backend_cuda.dnn_module`, host code at the call's place with
+``sol_stream`` and the libraries' slice of the workspace in scope), else
+generated code like every other layer.
 
 Build: ``nvcc`` for the compute capabilities ``cuda::cc`` (deploy option ``nvidia::cc``) (default: the
 first CUDA device's, else 90); a list such as "80,90" builds a fat binary
@@ -37,17 +39,22 @@ from pathlib import Path
 from typing import Any
 
 import sol
+from sol import log
 from sol.codegen import Flavour
 from sol.codegen.flavour import typed_math
 from sol.codegen.nest import Node
 from sol.errors import SolBuildError, SolConfigError
 
 from . import kernels as kmap
-from .toolkit import CC_KEY, MISSING, configured_cc, configured_nvcc, find_nvcc, library_dirs, nvcc_version
+from . import libraries
+from .dnn_module import CudaDnnModule
+from .glue import glue
+from .toolkit import CC_KEY, DNN_KEY, MISSING, configured_cc, configured_nvcc, find_nvcc, library_dirs, nvcc_version
 
+_log = log.get("cuda")
 #: Bump when the CUDA code generated for the same graph changes (part of the cache key, like sol-core's
-#: CODEGEN_VERSION): 2 = device-heap scratch checked (SOL_STATUS_SCRATCH)
-FLAVOUR_VERSION = "2"
+#: CODEGEN_VERSION): 2 = device-heap scratch checked (SOL_STATUS_SCRATCH), 3 = cuBLAS/cuDNN calls
+FLAVOUR_VERSION = "3"
 #: compute capability used when neither cuda::cc nor a device says otherwise
 DEFAULT_CC = "90"
 NVCC_FLAGS = ("-O3", "-std=c++17", "--compiler-options", "-fPIC", "-shared",
@@ -150,19 +157,26 @@ class CudaFlavour(Flavour):
     """``__global__`` kernels per Cluster, host code launching them on a stream, built by nvcc.
 
     ``cc``: compute capabilities (default: ``cuda::cc``, else the device's, else 90); ``nvcc``: the
-    compiler (default: ``cuda::nvcc``, searched as `toolkit.find_nvcc` does).
+    compiler (default: ``cuda::nvcc``, searched as `toolkit.find_nvcc` does); ``dnn``: Conv/Linear/MatMul through
+    cuDNN and cuBLAS (`sol_backend_cuda.dnn_module`; default ``cuda::dnn``) where both are found
+    (`sol_backend_cuda.libraries`), else generated code.
     """
 
     name = "cuda"
     source_suffix = ".cu"
     library_suffix = ".so"
-    #: the cuBLAS/cuDNN module will plug in here; until then every layer is generated code
-    dnn = None
 
-    def __init__(self, *, cc: str | None = None, nvcc: str | None = None, dnn: bool = True) -> None:
+    def __init__(self, *, cc: str | None = None, nvcc: str | None = None, dnn: bool | None = None) -> None:
         self._cc = cc
         self._nvcc = nvcc
-        self._use_dnn = dnn
+        wanted = bool(sol.config.get(DNN_KEY.name, True)) if dnn is None else dnn
+        found = libraries.found() if wanted else None
+        self.libraries = found or ()
+        self.dnn: CudaDnnModule | None = None
+        if found:
+            self.dnn = CudaDnnModule(" ".join(f"{lib.name}:{lib.lib}" for lib in found))
+        elif wanted:
+            _log.info("CUDA code without cuBLAS/cuDNN calls: %s", libraries.missing_reason())
 
     # -- toolchain -----------------------------------------------------------------------------------
     @property
@@ -187,15 +201,24 @@ class CudaFlavour(Flavour):
     def compile_command(self, source: Path, library: Path) -> list[str]:
         nvcc = self.nvcc()
         # -L: the wheels' nvcc.profile points at lib64, where the wheels have lib (static cudart: libcudart_static.a)
-        return [nvcc, *self.flags(), str(source), "-o", str(library), *(f"-L{d}" for d in library_dirs(nvcc))]
+        command = [nvcc, *self.flags(), str(source), "-o", str(library), *(f"-L{d}" for d in library_dirs(nvcc))]
+        return command + self.library_flags()
+
+    def library_flags(self) -> list[str]:
+        """Headers, link line and RUNPATH of cuBLAS/cuDNN (nothing without library calls)."""
+        flags: list[str] = []
+        for lib in self.libraries:
+            flags += [f"-I{lib.include}", *lib.link_flags(), "-Xlinker", f"-rpath={lib.lib}"]
+        return flags
 
     def toolchain_id(self) -> str:
         nvcc = self.nvcc()
-        return f"cuda|v{FLAVOUR_VERSION}|{nvcc}|{nvcc_version(nvcc)}|{' '.join(self.flags())}"
+        dnn = self.dnn.key() if self.dnn is not None else "no dnn"
+        return f"cuda|v{FLAVOUR_VERSION}|{nvcc}|{nvcc_version(nvcc)}|{' '.join(self.flags())}|{dnn}"
 
     # -- code --------------------------------------------------------------------------------------------
     def prelude(self) -> str:
-        return PRELUDE
+        return PRELUDE + (glue() if self.dnn is not None else "")
 
     def parallel_pragma(self, collapse: int, simd: bool) -> str:
         return ""  # loops become grid-stride indices (`kernels`), not pragmas

@@ -165,10 +165,21 @@ static inline int64_t sol_derived_reserve(int64_t bytes) {
 
 {{ flavour.exported() }} void {{ prefix }}_seed(int seed) { sol_seed_value = seed; }
 
+{% if flavour.dnn %}
+// SOL's buffers, then (256-byte aligned) the libraries' own workspace: cuDNN's algorithms, cuBLAS(Lt)'s kernels.
+static inline int64_t sol_library_workspace_offset(int64_t N) {
+  (void)N;
+  return (int64_t)(({{ workspace_c }}) + 255) / 256 * 256;
+}
+{% endif %}
 {{ flavour.exported() }} int64_t {{ prefix }}_workspace_size(int64_t batch) {
   const int64_t N = batch;
   (void)N;
+{% if flavour.dnn %}
+  return sol_library_workspace_offset(N) + (int64_t)SOL_LIBRARY_WORKSPACE;
+{% else %}
   return {{ workspace_c }};
+{% endif %}
 }
 
 {{ flavour.exported() }} int64_t {{ prefix }}_derived_size(void) { return sol_derived_total; }
@@ -209,6 +220,10 @@ static inline int64_t sol_derived_reserve(int64_t bytes) {
   (void)derived;
   cudaStream_t sol_stream = (cudaStream_t)stream;
   (void)sol_stream;
+{% if flavour.dnn and "void* workspace" in program.signature %}
+  void* sol_library_workspace = (char*)workspace + sol_library_workspace_offset(N);
+  (void)sol_library_workspace;
+{% endif %}
   int sol_status = SOL_STATUS_OK;
 {% for p in program.pointers %}
   {{ p }}

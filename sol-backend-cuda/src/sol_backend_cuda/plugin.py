@@ -7,7 +7,7 @@ from sol.records import ConfigKey
 
 from .backend import CudaBackend
 from .deploy import CudaDeployTarget
-from .toolkit import CC_KEY, NVCC_KEY
+from .toolkit import CC_KEY, DNN_KEY, NVCC_KEY
 
 
 @sol.hookimpl
@@ -17,7 +17,7 @@ def sol_backends() -> list[CudaBackend]:
 
 @sol.hookimpl
 def sol_config_keys() -> list[ConfigKey]:
-    return [NVCC_KEY, CC_KEY]
+    return [NVCC_KEY, CC_KEY, DNN_KEY]
 
 
 @sol.hookimpl

@@ -286,6 +286,9 @@ class CudaRuntime(DeviceRuntime):
 
     # -- code --------------------------------------------------------------------------------------------------
     def load(self, artifact: Path) -> CudaModule:
+        from .libraries import preload
+
+        preload()  # cuBLAS/cuDNN of this machine's wheels, for a module built elsewhere (its RUNPATH is that machine's)
         try:
             module = CudaModule(Path(artifact), ctypes.CDLL(str(artifact)))
         except OSError as exc:

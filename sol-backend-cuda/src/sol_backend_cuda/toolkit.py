@@ -37,6 +37,13 @@ CC_KEY = ConfigKey(
     "device's, else 90 (H100/H200), so artifacts built without a GPU are cache hits on one. sol.deploy takes the same "
     "as its option 'nvidia::cc'.",
 )
+DNN_KEY = ConfigKey(
+    "cuda::dnn",
+    bool,
+    True,
+    "Run Conv, Linear and MatMul through cuDNN and cuBLAS (headers and libraries from sol-backend-cuda[libs] or the "
+    "toolkit); False: SOL's generated kernels for them too.",
+)
 #: seconds ``nvcc --version`` may take (a toolkit on a network file system can be slow)
 TIMEOUT_S = 10.0
 #: the system toolkit's usual place, and where versioned ones (cuda-13.0) lie beside it

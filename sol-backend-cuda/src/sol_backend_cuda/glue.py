@@ -1,0 +1,271 @@
+"""The C++ that generated CUDA modules use to call cuBLAS, cuBLASLt and cuDNN (added to the prelude when the
+flavour has library calls).
+
+Why each choice, since none of this can be run where it is written:
+
+* Handles are created once, in ``<prefix>_init`` (``sol_dnn_init``); every
+  call binds them to the caller's stream (``cublasSetStream``,
+  ``cudnnSetStream``) and gives them a slice of SOL's workspace (``cublasSetWorkspace``,
+  the ``workSpace`` argument of cuDNN and cuBLASLt), which comes from the
+  owner's allocator (PyTorch's caching allocator), so no library allocates
+  or synchronises inside a call.
+* Descriptors, heuristics and algorithms are set up once per batch size, on
+  the host only (``cudnnGetConvolution*Algorithm_v7`` and
+  ``cublasLtMatmulAlgoGetHeuristic`` read no device memory): a new batch
+  size costs host calls, never a synchronisation.
+* fp32 is computed in fp32 (``CUDNN_FMA_MATH``, ``CUBLAS_COMPUTE_32F``,
+  ``CUBLAS_DEFAULT_MATH``): no TF32, so results compare with float64 like
+  eager PyTorch's do.
+* A host mutex serialises the library calls of one module (one handle per
+  library, re-bound to each caller's stream).
+"""
+
+from __future__ import annotations
+
+#: bytes of SOL's workspace reserved for the libraries' own workspace (cuDNN algorithms, cuBLAS(Lt) kernels);
+#: algorithms needing more are not chosen
+LIBRARY_WORKSPACE_BYTES = 64 << 20
+
+GLUE = r"""
+// ---- cuBLAS / cuBLASLt / cuDNN calls (sol_backend_cuda.glue) ----
+#include <cublas_v2.h>
+#include <cublasLt.h>
+#include <cudnn.h>
+#include <mutex>
+#include <cstdio>
+
+#define SOL_LIBRARY_WORKSPACE ((size_t)%(workspace)dU)
+static cublasHandle_t sol_cublas = nullptr;
+static cublasLtHandle_t sol_cublaslt = nullptr;
+static cudnnHandle_t sol_cudnn = nullptr;
+static std::mutex sol_dnn_lock;
+
+static int sol_dnn_report(const char* layer, const char* call, const char* status) {
+  fprintf(stderr, "SOL: %%s failed for layer %%s: %%s\n", call, layer, status);
+  return 1;
+}
+#define SOL_CUBLAS(layer, call) do { cublasStatus_t st_ = (call); if (st_ != CUBLAS_STATUS_SUCCESS) return sol_dnn_report(layer, #call, cublasGetStatusString(st_)); } while (0)
+#define SOL_CUDNN(layer, call) do { cudnnStatus_t st_ = (call); if (st_ != CUDNN_STATUS_SUCCESS) return sol_dnn_report(layer, #call, cudnnGetErrorString(st_)); } while (0)
+
+// The device address of a __device__ array (a constant of the model) for a library call made from host code.
+template <class T> static const void* sol_device_address(const T& symbol) {
+  void* address = nullptr;
+  return cudaGetSymbolAddress(&address, symbol) == cudaSuccess ? address : nullptr;
+}
+
+// The handles, once per module, on the calling thread's current device (the framework's).
+static int sol_dnn_init(void) {
+  std::lock_guard<std::mutex> guard(sol_dnn_lock);
+  if (!sol_cublas) {
+    SOL_CUBLAS("(init)", cublasCreate(&sol_cublas));
+    SOL_CUBLAS("(init)", cublasSetMathMode(sol_cublas, CUBLAS_DEFAULT_MATH));  // fp32 in fp32: no TF32
+  }
+  if (!sol_cublaslt) SOL_CUBLAS("(init)", cublasLtCreate(&sol_cublaslt));
+  if (!sol_cudnn) SOL_CUDNN("(init)", cudnnCreate(&sol_cudnn));
+  return 0;
+}
+
+// ---- GEMM: C (m x n, column-major) = op(A) op(B), batch times with element strides (sol_backend_cuda.blas).
+static int sol_gemm(const char* layer, cudaStream_t stream, void* workspace, int trans_a, int trans_b,
+                    int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, int64_t stride_a,
+                    const float* b, int64_t ldb, int64_t stride_b, float* c, int64_t ldc, int64_t stride_c,
+                    int64_t batch) {
+  const float one = 1.0f, zero = 0.0f;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  std::lock_guard<std::mutex> guard(sol_dnn_lock);
+  SOL_CUBLAS(layer, cublasSetStream(sol_cublas, stream));
+  SOL_CUBLAS(layer, cublasSetWorkspace(sol_cublas, workspace, SOL_LIBRARY_WORKSPACE));
+  if (batch == 1)
+    SOL_CUBLAS(layer, cublasSgemm_64(sol_cublas, op_a, op_b, m, n, k, &one, a, lda, b, ldb, &zero, c, ldc));
+  else
+    SOL_CUBLAS(layer, cublasSgemmStridedBatched_64(sol_cublas, op_a, op_b, m, n, k, &one, a, lda, stride_a, b, ldb,
+                                                   stride_b, &zero, c, ldc, stride_c, batch));
+  return 0;
+}
+
+// ---- Linear through cuBLASLt: C (m x n) = op(A) op(B) (+ bias per row) (relu), the bias and activation as the
+// matmul's epilogue. Descriptors and the heuristic's algorithm are made once per batch size (rows n).
+struct sol_lt_linear {
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t a, b, c;
+  cublasLtMatmulAlgo_t algo[2];  // [0]: for 16-byte aligned pointers, [1]: for any (4-byte) alignment
+  int have[2];
+  int64_t rows_for;
+};
+
+static int sol_lt_algo(const char* layer, sol_lt_linear* s, int which) {
+  cublasLtMatmulPreference_t pref;
+  SOL_CUBLAS(layer, cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t bytes = SOL_LIBRARY_WORKSPACE;
+  const uint32_t align = which == 0 ? 16 : 4;
+  cublasLtMatmulHeuristicResult_t result;
+  int found = 0;
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof bytes);
+  const cublasLtMatmulPreferenceAttributes_t aligns[] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; ++i)
+    st = cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulAlgoGetHeuristic(sol_cublaslt, s->op, s->a, s->b, s->c, s->c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS) return sol_dnn_report(layer, "cublasLtMatmulAlgoGetHeuristic", cublasGetStatusString(st));
+  if (found < 1) return sol_dnn_report(layer, "cublasLtMatmulAlgoGetHeuristic", "no algorithm for this matmul");
+  s->algo[which] = result.algo;
+  s->have[which] = 1;
+  return 0;
+}
+
+static int sol_lt_setup(const char* layer, sol_lt_linear* s, int trans_a, int trans_b, int64_t m, int64_t n,
+                        int64_t k, int64_t lda, int64_t ldb, int64_t ldc, cublasLtEpilogue_t epilogue) {
+  if (s->op) {
+    cublasLtMatrixLayoutDestroy(s->a); cublasLtMatrixLayoutDestroy(s->b); cublasLtMatrixLayoutDestroy(s->c);
+    cublasLtMatmulDescDestroy(s->op);
+    s->op = nullptr;
+  }
+  s->have[0] = s->have[1] = 0;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  SOL_CUBLAS(layer, cublasLtMatmulDescCreate(&s->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  SOL_CUBLAS(layer, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+  SOL_CUBLAS(layer, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+  SOL_CUBLAS(layer, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  // the stored matrices: op(A) is m x k, so A is k x m when transposed; op(B) is k x n
+  SOL_CUBLAS(layer, cublasLtMatrixLayoutCreate(&s->a, CUDA_R_32F, trans_a ? k : m, trans_a ? m : k, lda));
+  SOL_CUBLAS(layer, cublasLtMatrixLayoutCreate(&s->b, CUDA_R_32F, trans_b ? n : k, trans_b ? k : n, ldb));
+  SOL_CUBLAS(layer, cublasLtMatrixLayoutCreate(&s->c, CUDA_R_32F, m, n, ldc));
+  s->rows_for = n;
+  return 0;
+}
+
+static int sol_lt_run(const char* layer, sol_lt_linear* s, cudaStream_t stream, void* workspace, int trans_a,
+                      int trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc,
+                      cublasLtEpilogue_t epilogue, const float* a, const float* b, const float* bias, float* c) {
+  const float one = 1.0f, zero = 0.0f;
+  std::lock_guard<std::mutex> guard(sol_dnn_lock);
+  if (!s->op || s->rows_for != n)
+    if (sol_lt_setup(layer, s, trans_a, trans_b, m, n, k, lda, ldb, ldc, epilogue) != 0) return 1;
+  const uintptr_t any = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)bias;
+  const int which = (any %% 16 == 0) ? 0 : 1;
+  if (!s->have[which] && sol_lt_algo(layer, s, which) != 0) return 1;
+  if (bias) SOL_CUBLAS(layer, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  SOL_CUBLAS(layer, cublasLtMatmul(sol_cublaslt, s->op, &one, a, s->a, b, s->b, &zero, c, s->c, c, s->c,
+                                   &s->algo[which], workspace, SOL_LIBRARY_WORKSPACE, stream));
+  return 0;
+}
+
+// ---- Convolutions through cuDNN's legacy API (sol_backend_cuda.cudnn): forward, backward data, backward filter.
+enum { SOL_CONV_FORWARD = 0, SOL_CONV_BACKWARD_DATA = 1, SOL_CONV_BACKWARD_FILTER = 2 };
+struct sol_cudnn_conv {
+  cudnnTensorDescriptor_t x, y, bias;
+  cudnnFilterDescriptor_t w;
+  cudnnConvolutionDescriptor_t conv;
+  cudnnActivationDescriptor_t relu;
+  int algo;
+  size_t workspace;
+  int64_t n_for;
+};
+
+static int sol_conv_setup(const char* layer, sol_cudnn_conv* s, int kind, int64_t n, int c, int h, int w, int k,
+                          int r, int q_s, int pad_h, int pad_w, int stride_h, int stride_w, int dil_h, int dil_w,
+                          int groups, int p, int q, int relu) {
+  if (!s->conv) {
+    SOL_CUDNN(layer, cudnnCreateTensorDescriptor(&s->x));
+    SOL_CUDNN(layer, cudnnCreateTensorDescriptor(&s->y));
+    SOL_CUDNN(layer, cudnnCreateTensorDescriptor(&s->bias));
+    SOL_CUDNN(layer, cudnnCreateFilterDescriptor(&s->w));
+    SOL_CUDNN(layer, cudnnCreateActivationDescriptor(&s->relu));
+    SOL_CUDNN(layer, cudnnCreateConvolutionDescriptor(&s->conv));
+    SOL_CUDNN(layer, cudnnSetFilter4dDescriptor(s->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, k, c / groups, r, q_s));
+    SOL_CUDNN(layer, cudnnSetConvolution2dDescriptor(s->conv, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w,
+                                                     CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    SOL_CUDNN(layer, cudnnSetConvolutionGroupCount(s->conv, groups));
+    SOL_CUDNN(layer, cudnnSetConvolutionMathType(s->conv, CUDNN_FMA_MATH));  // fp32 in fp32: no TF32
+    SOL_CUDNN(layer, cudnnSetTensor4dDescriptor(s->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, k, 1, 1));
+    SOL_CUDNN(layer, cudnnSetActivationDescriptor(s->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  }
+  SOL_CUDNN(layer, cudnnSetTensor4dDescriptor(s->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)n, c, h, w));
+  SOL_CUDNN(layer, cudnnSetTensor4dDescriptor(s->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)n, k, p, q));
+  int on = 0, oc = 0, oh = 0, ow = 0;
+  SOL_CUDNN(layer, cudnnGetConvolution2dForwardOutputDim(s->conv, s->x, s->w, &on, &oc, &oh, &ow));
+  if (on != (int)n || oc != k || oh != p || ow != q) {
+    fprintf(stderr, "SOL: cuDNN computes a %%dx%%dx%%dx%%d output for layer %%s, SOL planned %%lldx%%dx%%dx%%d\n", on, oc,
+            oh, ow, layer, (long long)n, k, p, q);
+    return 1;
+  }
+  // the heuristics' ranking, fastest first; the first that succeeds within the workspace is taken
+  int found = 0;
+  s->algo = -1;
+  if (kind == SOL_CONV_FORWARD) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    SOL_CUDNN(layer, cudnnGetConvolutionForwardAlgorithm_v7(sol_cudnn, s->x, s->w, s->conv, s->y,
+                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
+    for (int i = 0; i < found && s->algo < 0; ++i) {
+      size_t bytes = 0;
+      if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+      if (cudnnGetConvolutionForwardWorkspaceSize(sol_cudnn, s->x, s->w, s->conv, s->y, perf[i].algo, &bytes)
+          != CUDNN_STATUS_SUCCESS || bytes > SOL_LIBRARY_WORKSPACE) continue;
+      s->algo = (int)perf[i].algo; s->workspace = bytes;
+    }
+  } else if (kind == SOL_CONV_BACKWARD_DATA) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    SOL_CUDNN(layer, cudnnGetConvolutionBackwardDataAlgorithm_v7(sol_cudnn, s->w, s->y, s->conv, s->x,
+                                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf));
+    for (int i = 0; i < found && s->algo < 0; ++i) {
+      size_t bytes = 0;
+      if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+      if (cudnnGetConvolutionBackwardDataWorkspaceSize(sol_cudnn, s->w, s->y, s->conv, s->x, perf[i].algo, &bytes)
+          != CUDNN_STATUS_SUCCESS || bytes > SOL_LIBRARY_WORKSPACE) continue;
+      s->algo = (int)perf[i].algo; s->workspace = bytes;
+    }
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    SOL_CUDNN(layer, cudnnGetConvolutionBackwardFilterAlgorithm_v7(sol_cudnn, s->x, s->y, s->conv, s->w,
+                                                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf));
+    for (int i = 0; i < found && s->algo < 0; ++i) {
+      size_t bytes = 0;
+      if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+      if (cudnnGetConvolutionBackwardFilterWorkspaceSize(sol_cudnn, s->x, s->y, s->conv, s->w, perf[i].algo, &bytes)
+          != CUDNN_STATUS_SUCCESS || bytes > SOL_LIBRARY_WORKSPACE) continue;
+      s->algo = (int)perf[i].algo; s->workspace = bytes;
+    }
+  }
+  if (s->algo < 0) return sol_dnn_report(layer, "choosing a cuDNN algorithm", "none fits the library workspace");
+  (void)relu;
+  s->n_for = n;
+  return 0;
+}
+
+// forward: y = conv(x, w) (+ bias) (relu); backward data: x <- dx from y <- dy; backward filter: w <- dw.
+static int sol_conv_run(const char* layer, sol_cudnn_conv* s, int kind, cudaStream_t stream, void* workspace,
+                        int64_t n, int c, int h, int w, int k, int r, int q_s, int pad_h, int pad_w, int stride_h,
+                        int stride_w, int dil_h, int dil_w, int groups, int p, int q, int relu,
+                        const float* x_or_dy, const float* w_or_dy, const float* bias, float* out) {
+  const float one = 1.0f, zero = 0.0f;
+  std::lock_guard<std::mutex> guard(sol_dnn_lock);
+  if (!s->conv || s->n_for != n)
+    if (sol_conv_setup(layer, s, kind, n, c, h, w, k, r, q_s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups,
+                       p, q, relu) != 0) return 1;
+  SOL_CUDNN(layer, cudnnSetStream(sol_cudnn, stream));
+  if (kind == SOL_CONV_FORWARD) {  // x_or_dy: x, w_or_dy: the filter, out: y
+    SOL_CUDNN(layer, cudnnConvolutionForward(sol_cudnn, &one, s->x, x_or_dy, s->w, w_or_dy, s->conv,
+                                             (cudnnConvolutionFwdAlgo_t)s->algo, workspace, s->workspace, &zero,
+                                             s->y, out));
+    if (bias) SOL_CUDNN(layer, cudnnAddTensor(sol_cudnn, &one, s->bias, bias, &one, s->y, out));
+    if (relu) SOL_CUDNN(layer, cudnnActivationForward(sol_cudnn, s->relu, &one, s->y, out, &zero, s->y, out));
+  } else if (kind == SOL_CONV_BACKWARD_DATA) {  // x_or_dy: dy, w_or_dy: the filter, out: dx
+    SOL_CUDNN(layer, cudnnConvolutionBackwardData(sol_cudnn, &one, s->w, w_or_dy, s->y, x_or_dy, s->conv,
+                                                  (cudnnConvolutionBwdDataAlgo_t)s->algo, workspace, s->workspace,
+                                                  &zero, s->x, out));
+  } else {  // x_or_dy: x, w_or_dy: dy, out: dw
+    SOL_CUDNN(layer, cudnnConvolutionBackwardFilter(sol_cudnn, &one, s->x, x_or_dy, s->y, w_or_dy, s->conv,
+                                                    (cudnnConvolutionBwdFilterAlgo_t)s->algo, workspace, s->workspace,
+                                                    &zero, s->w, out));
+  }
+  return 0;
+}
+"""
+
+
+def glue() -> str:
+    """The glue's C++ (``%`` formatting fills in the workspace size)."""
+    return GLUE % {"workspace": LIBRARY_WORKSPACE_BYTES}
