@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch")
 import sol  # noqa: E402
 import sol_backend_ve.torch_ve as torch_ve  # noqa: E402
 from sol.errors import SolInputError  # noqa: E402
+from sol_frontend_torch.offload_checks import ModelCallCopies  # noqa: E402
 
 # ops without a VE kernel (the loss, the optimizer while they have none) run on the CPU, warning once
 pytestmark = pytest.mark.filterwarnings("ignore:.*has no VE kernel. it runs on the CPU")
@@ -81,32 +82,6 @@ def _data() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(8, 3, 8, 8, generator=generator), torch.randint(0, 10, (8,), generator=generator)
 
 
-class SolCallCopies:
-    """Host<->VE copies inside SOL's model calls only: the forward, and in ``loss.backward()`` the span from the
-    model output's gradient being ready to the last parameter gradient accumulated. The loss and the optimizer
-    (which may still run through the CPU fallback) lie outside."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        self.forward: dict[str, int] = {}
-        self.backward: dict[str, int] = {}
-        for p in model.parameters():
-            p.register_post_accumulate_grad_hook(self._gradient_accumulated)
-
-    def call(self, model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-        torch_ve.reset_copy_counters()
-        out = model(x)
-        self.forward = torch_ve.copy_counters()
-        self.backward = {}
-        out.register_hook(self._output_gradient_ready)
-        return out
-
-    def _output_gradient_ready(self, grad: torch.Tensor) -> None:
-        torch_ve.reset_copy_counters()
-
-    def _gradient_accumulated(self, p: torch.Tensor) -> None:
-        self.backward = torch_ve.copy_counters()  # the last parameter's is the whole backward
-
-
 def _native_steps(sol_model: torch.nn.Module) -> list:
     return [s for v in sol_model._sol_variants.values() for k, s in v.steps.items() if k[2] is not None]
 
@@ -126,7 +101,7 @@ def tutorial_flow(net: Callable[[], torch.nn.Module], device: str, loss_on: str,
     with torch.no_grad():
         inference = model(xd).cpu()
     model.train()
-    copies = SolCallCopies(model) if counters else None
+    copies = ModelCallCopies(model, torch_ve.copy_counters) if counters else None
     losses: list[float] = []
     optimizers = [(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, foreach=foreach), 20),
                   (torch.optim.Adam(model.parameters(), lr=1e-3, foreach=foreach), 5)]
@@ -146,7 +121,7 @@ def tutorial_flow(net: Callable[[], torch.nn.Module], device: str, loss_on: str,
             "state": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "model": model}
 
 
-def _check_sol_calls_copied_nothing(model: torch.nn.Module, copies: SolCallCopies, device: str, first: bool) -> None:
+def _check_sol_calls_copied_nothing(model: torch.nn.Module, copies: ModelCallCopies, device: str, first: bool) -> None:
     """Parameters and gradients stayed on the VE: no host copy in SOL's calls (the dropout key aside).
 
     The first training call captures the model (once per mode): torch.export runs it on the example input moved
@@ -161,12 +136,8 @@ def _check_sol_calls_copied_nothing(model: torch.nn.Module, copies: SolCallCopie
     assert copies.backward == dict.fromkeys(torch_ve.COPY_COUNTERS, 0), copies.backward
     for name, p in model.named_parameters():
         assert p.device == torch.device(device) and p.grad is not None and p.grad.device == p.device, name
-    for step in _native_steps(model):
-        for compiled in (step.forward, step.backward):
-            if compiled is not None:
-                stats = compiled.transfers
-                assert (stats.to_device, stats.to_host, stats.parameters) == (0, 0, 0), stats
-                assert stats.launches > 0
+    stats = model.transfers()  # SOL's own account: the native steps' models (and the inference model) copied nothing
+    assert (stats.to_device, stats.to_host, stats.parameters) == (0, 0, 0) and stats.launches > 0, stats
 
 
 def _assert_flows_match(got: dict, want: dict) -> None:
@@ -185,7 +156,8 @@ def eager_cpu() -> dict:
     return tutorial_flow(TutorialNet, "cpu", "cpu", None, use_sol=False)
 
 
-@pytest.mark.parametrize(("loss_on", "foreach"), [("cpu", False), ("ve", True)])
+@pytest.mark.parametrize("foreach", [False, True])
+@pytest.mark.parametrize("loss_on", ["cpu", "ve"])
 def test_tutorial_flow_on_the_ve_matches_eager_cpu(ve, eager_cpu: dict, loss_on: str, foreach: bool) -> None:
     """20 SGD and 5 Adam steps on VE tensors, the loss on the CPU or the VE, optimizers with and without foreach."""
     got = tutorial_flow(TutorialNet, "ve:0", loss_on, foreach, counters=True)
@@ -240,3 +212,30 @@ def test_tensors_on_the_wrong_device_name_both_devices(ve) -> None:
             on_cpu(x.ve())
     with pytest.raises(SolInputError, match=r"input 0 is on device meta, but the model was optimized for cpu"):
         on_cpu(torch.empty(8, 3, 8, 8, device="meta"))
+
+
+def test_the_offload_benchmark_training_mode(ve) -> None:
+    """benchmarks/ve_offload.py --training on the tutorial's CNN: SOL's calls move nothing natively; transparently
+    the parameters go up again after every optimizer step and their gradients come back."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "ve_offload.py"
+    spec = importlib.util.spec_from_file_location("ve_offload", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    torch.manual_seed(3)
+    model = TutorialNet()
+    parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    native, transparent = bench.measure_training("tutorial", 4, 2, model=model, example=torch.randn(1, 3, 8, 8))
+    assert (native["way"], transparent["way"]) == ("native", "transparent")
+    assert native["sol_bytes"] == 0  # no dropout: not even a key
+    # every parameter uploaded again after each step: to the forward's device context, and those the backward reads
+    # (conv2's and fc's weights, for the gradients flowing through them) to the backward's too
+    backward_reads = sum(p.numel() * p.element_size() for p in (model.conv2.weight, model.fc.weight))
+    assert transparent["sol_parameter_bytes"] == parameter_bytes + backward_reads
+    assert transparent["other_ext_bytes"] == 0
+    assert transparent["sol_to_host_bytes"] >= parameter_bytes + 4 * 10 * 4  # the gradients and the output at least
+    assert transparent["sol_to_device_bytes"] >= 4 * 3 * 8 * 8 * 4  # the input at least
+    assert "transparent" in bench.training_table([native, transparent])

@@ -35,33 +35,38 @@ class ModelCallCopies:
     """A framework's host<->device copy counters read around a model's own calls only, in a real training loop:
     the forward, and inside ``loss.backward()`` the span from the model output's gradient being ready to the last
     parameter gradient accumulated. The loss and the optimizer (which may run on the host through a fallback)
-    fall outside. ``read()`` returns the counters, ``reset()`` zeroes them (e.g. sol_backend_ve.torch_ve's
-    ``copy_counters`` and ``reset_copy_counters``)."""
+    fall outside. ``read()`` returns the counters (e.g. sol_backend_ve.torch_ve.copy_counters); they are only
+    read, never reset, so a caller may count a whole step around this."""
 
-    def __init__(self, model: torch.nn.Module, read: Callable[[], dict[str, int]], reset: Callable[[], None]) -> None:
-        self.read, self.reset = read, reset
-        #: the counters of the last forward, and of the last backward (empty until its gradients arrived)
+    def __init__(self, model: torch.nn.Module, read: Callable[[], dict[str, int]]) -> None:
+        self.read = read
+        #: the counts of the last forward, and of the last backward (empty until its gradients arrived)
         self.forward: dict[str, int] = {}
         self.backward: dict[str, int] = {}
+        self._backward_start: dict[str, int] = {}
         for p in model.parameters():
             if p.requires_grad:
                 p.register_post_accumulate_grad_hook(self._gradient_accumulated)
 
     def call(self, model: torch.nn.Module, *inputs: torch.Tensor) -> torch.Tensor:
         """``model(*inputs)`` (one tensor output), counted."""
-        self.reset()
+        start = self.read()
         out = model(*inputs)
-        self.forward = self.read()
+        self.forward = _since(self.read(), start)
         self.backward = {}
         if out.requires_grad:
             out.register_hook(self._output_gradient_ready)
         return out
 
     def _output_gradient_ready(self, grad: torch.Tensor) -> None:
-        self.reset()
+        self._backward_start = self.read()
 
     def _gradient_accumulated(self, p: torch.Tensor) -> None:
-        self.backward = self.read()  # the last parameter's reading covers the whole backward
+        self.backward = _since(self.read(), self._backward_start)  # the last parameter's covers the whole backward
+
+
+def _since(now: dict[str, int], start: dict[str, int]) -> dict[str, int]:
+    return {key: value - start.get(key, 0) for key, value in now.items()}
 
 
 def check_inference_and_copies(device: str) -> None:
