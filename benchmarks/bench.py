@@ -5,6 +5,7 @@
     python benchmarks/bench.py --models all --json results.json  # every zoo model ("fast": all but the slow set)
     python benchmarks/bench.py --mode training --models resnet18  # forward + backward + SGD step (batch 16; MLP 64)
     python benchmarks/bench.py --onnx model.onnx --batch 1       # one .onnx file: SOL vs ONNX Runtime vs OpenVINO
+    python benchmarks/bench.py --precision bf16 --models all     # SOL bf16 vs OpenVINO's default (bf16) and ORT
 
 Every (model, batch, threads) configuration runs in its own child process
 (`--_worker`), in which all peers are measured side by side on the same input
@@ -18,6 +19,15 @@ per-round ratios of their blocks' medians, which a slow phase of a shared
 machine spanning a round does not tip. Every peer's output is checked against eager PyTorch (or,
 for --onnx, against ONNX Runtime without graph optimizations); a mismatch is
 reported in the table, never hidden. See benchmarks/README.md.
+
+``--precision bf16`` (issue 33) compares what users get without forcing fp32:
+SOL with ``precision="bf16"``, OpenVINO with its default inference precision
+(bf16 wherever the CPU computes it natively; the one it used is reported) and
+ONNX Runtime, eager and torch.compile in fp32 (none has a default CPU bf16).
+Each peer's error against fp32 eager, max |out - eager| / max |eager| on the
+same input, is printed beside its time, with SOL's time and error against
+OpenVINO's and the accuracy criterion: SOL's error at most 1.5x OpenVINO's or
+2e-2, whichever is larger.
 """
 
 from __future__ import annotations
@@ -48,6 +58,10 @@ TORCH_ONLY = ("eager", "compile")  # peers that need a torch.nn.Module (not for 
 INFERENCE_ONLY = ("ort", "openvino")  # peers that cannot train a model here
 LABELS = {"eager": "eager", "compile": "compile", "ort": "ORT", "openvino": "OpenVINO", "sol": "SOL"}
 DEFAULT_MODELS = "resnet18,mobilenet_v2,mlp"
+#: --precision bf16: SOL's error may be this many times OpenVINO's bf16 error, or ERROR_FLOOR, whichever is larger
+ERROR_FACTOR, ERROR_FLOOR = 1.5, 2e-2
+#: --precision bf16 peers unless --peers says otherwise (torch.compile adds minutes of compiling for an fp32 number)
+BF16_PEERS = ("eager", "ort", "openvino", "sol")
 RTOL, ATOL = 1e-4, 1e-5
 #: ms before each peer's block of timed runs (see Worker._measure); ONNX Runtime's pool spins for tens of ms
 SETTLE_MS = 100.0
@@ -397,6 +411,8 @@ class Worker:
             "INFERENCE_PRECISION_HINT": "f32",  # never bf16/f16 behind our back: every peer computes in fp32
             "CPU_DENORMALS_OPTIMIZATION": "YES",
         }
+        if self.spec.get("precision", "fp32") != "fp32":
+            del config["INFERENCE_PRECISION_HINT"]  # OpenVINO's default: bf16 where the CPU has it natively
         start = time.perf_counter()
         try:
             source: Any = self._export_onnx()
@@ -407,6 +423,7 @@ class Worker:
         compiled = core.compile_model(source, "CPU", config)
         entry["compile_s"] = time.perf_counter() - start
         entry["device_name"] = core.get_property("CPU", "FULL_DEVICE_NAME")
+        entry["precision"] = str(compiled.get_property("INFERENCE_PRECISION_HINT"))  # what it computes in
         request = compiled.create_infer_request()
         feeds = self.inputs if self.spec.get("onnx") else {0: self.x.numpy()}
 
@@ -422,8 +439,9 @@ class Worker:
 
         _build_sol_reader()
         start = time.perf_counter()
-        sol_model = sol.optimize(self.model, x)
+        sol_model = sol.optimize(self.model, x, precision=self.spec.get("precision", "fp32"))
         entry["compile_cold_s"] = time.perf_counter() - start
+        entry["precision"] = getattr(sol_model.compiled, "precision", "fp32")
 
         def fn() -> Any:
             with torch.no_grad():
@@ -610,7 +628,7 @@ def sol_cached_main(spec_path: str) -> None:
         inputs = [torch.randn((spec["batch"], *example.shape[1:]))]
     before = _cache_entries()
     start = time.perf_counter()
-    sol.optimize(model, *inputs)
+    sol.optimize(model, *inputs, precision=spec.get("precision", "fp32"))
     elapsed = time.perf_counter() - start
     built = sorted(_cache_entries() - before)
     report: dict[str, Any] = {"compile_cached_s": elapsed, "import_sol_s": import_s, "cache_hit": not built}
@@ -718,6 +736,12 @@ def derive(result: dict[str, Any]) -> None:
     result["sol_vs_fastest_peer"] = others[fastest] / sol_ms if sol_ms and fastest else None
     # The same ratio round by round (the two blocks of a round ran within a second of each other, so a slow phase
     # of a shared machine that spans a round hits both): its median and interquartile range.
+    result["sol_vs_openvino"] = timed["openvino"] / sol_ms if sol_ms and "openvino" in timed else None
+    sol_err = peers.get("sol", {}).get("max_rel_err") if sol_ms else None
+    ov_err = peers.get("openvino", {}).get("max_rel_err") if "openvino" in timed else None
+    result["sol_error_bound"] = max(ERROR_FACTOR * ov_err, ERROR_FLOOR) if ov_err is not None else None
+    result["sol_error_ok"] = (sol_err <= result["sol_error_bound"]
+                              if sol_err is not None and result["sol_error_bound"] is not None else None)
     sol_rounds = peers.get("sol", {}).get("round_medians_ms") if sol_ms else None
     fastest_rounds = peers[fastest].get("round_medians_ms") if fastest else None
     result["sol_vs_fastest_per_round"] = result["sol_vs_fastest_per_round_iqr"] = None
@@ -785,6 +809,50 @@ def print_table(results: list[dict[str, Any]], peers: list[str]) -> float | None
     return gm
 
 
+def fmt_err(entry: dict[str, Any]) -> str:
+    err = entry.get("max_rel_err")
+    return f"{err:.1e}" if entry.get("status") == "ok" and err is not None else "-"
+
+
+def print_precision_table(results: list[dict[str, Any]], peers: list[str], precision: str) -> float | None:
+    """--precision: each peer's time with its error against fp32 eager (max |out - eager| / max |eager|), SOL against
+    OpenVINO (its default precision) in time and error, and the accuracy criterion per model."""
+    shown = [p for p in PEERS if p in peers]
+    header = ["model"]
+    for p in shown:
+        header += [f"{LABELS[p]} ms", f"{LABELS[p]} err"]
+    header += ["SOL vs OpenVINO", "SOL vs fastest", "err bound", "accuracy"]
+    rows = []
+    for r in results:
+        row = [f"{r['model']} b{r['batch']} t{r['threads']}"]
+        for p in shown:
+            e = r["peers"].get(p, {})
+            row += [fmt_ms(e).rstrip("!"), fmt_err(e)]
+        fastest = r.get("fastest_peer")
+        bound, ok = r.get("sol_error_bound"), r.get("sol_error_ok")
+        row += [fmt_ratio(r.get("sol_vs_openvino")),
+                fmt_ratio(r.get("sol_vs_fastest_peer")) + (f" ({LABELS[fastest]})" if fastest and r.get("sol_vs_fastest_peer") else ""),
+                f"{bound:.1e}" if bound is not None else "-", "-" if ok is None else ("ok" if ok else "FAIL")]
+        rows.append(row)
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
+    print(" | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+    print("-+-".join("-" * w for w in widths))
+    for row in rows:
+        print(" | ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))))
+    precisions = sorted({f"{LABELS[n]} {e['precision']}" for r in results for n, e in r["peers"].items() if e.get("precision")})
+    print(f"\ncomputing in: {', '.join(precisions) or '-'} (SOL asked for {precision}; ORT, eager, torch.compile: fp32)")
+    gm = geomean([r["sol_vs_openvino"] for r in results if r.get("sol_vs_openvino")])
+    counted = sum(1 for r in results if r.get("sol_vs_openvino"))
+    print(f"geometric mean of SOL vs OpenVINO over {counted} row(s): {fmt_ratio(gm)} (> 1: SOL is faster)")
+    gm_fastest = geomean([r["sol_vs_fastest_peer"] for r in results if r.get("sol_vs_fastest_peer")])
+    print(f"geometric mean of SOL vs the fastest peer: {fmt_ratio(gm_fastest)}")
+    failed = [r["model"] for r in results if r.get("sol_error_ok") is False]
+    checked = sum(1 for r in results if r.get("sol_error_ok") is not None)
+    print(f"accuracy: SOL's error <= max({ERROR_FACTOR:g} x OpenVINO's, {ERROR_FLOOR:g}) on "
+          f"{checked - len(failed)} of {checked} model(s)" + (f"; not on {', '.join(failed)}" if failed else ""))
+    return gm
+
+
 def print_details(results: list[dict[str, Any]]) -> None:
     """Spread, compile times, output errors and every n/a or error with its reason."""
     print("\ndetails (median [p10..p90] ms, runs; compile/first call; max abs error vs reference):")
@@ -847,8 +915,12 @@ def main(argv: list[str] | None = None) -> int:
                              f"stop spinning (followed by one untimed call); default {SETTLE_MS:g}")
     parser.add_argument("--max-seconds", type=float, default=60.0,
                         help="time budget per peer for the timed runs (at least 3 runs); default 60")
-    parser.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated subset of {','.join(PEERS)}")
+    parser.add_argument("--peers", default=None, help=f"comma-separated subset of {','.join(PEERS)} (default: all)")
     parser.add_argument("--mode", choices=("inference", "training"), default="inference")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="fp32 (default): every peer forced to fp32. bf16: SOL in bf16 against OpenVINO's default "
+                             "precision (bf16 on CPUs with native bf16) and the fp32 peers, errors against fp32 eager "
+                             f"beside the times (peers default to {','.join(BF16_PEERS)})")
     parser.add_argument("--json", default=None, help="write every measurement, version and setting to this file")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per configuration's worker process")
     parser.add_argument("--keep", action="store_true",
@@ -856,7 +928,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-sol-cached", action="store_true", help="skip the fresh-process cached-load measurement")
     args = parser.parse_args(argv)
 
-    peers = parse_list(args.peers)
+    if args.precision != "fp32" and args.mode != "inference":
+        parser.error("--precision bf16 measures inference (SOL does not train in bf16)")
+    peers = parse_list(args.peers or ",".join(BF16_PEERS if args.precision != "fp32" else PEERS))
     unknown = [p for p in peers if p not in PEERS]
     if unknown:
         parser.error(f"unknown peer(s) {', '.join(unknown)}; choose from {', '.join(PEERS)}")
@@ -888,12 +962,13 @@ def main(argv: list[str] | None = None) -> int:
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "argv": argv, "cpu": cpu_name(), "cpus_usable": len(os.sched_getaffinity(0)), "cpus_total": os.cpu_count(),
-        "threads": threads, "mode": args.mode, "peers": peers, "runs": args.runs, "warmup": args.warmup,
+        "threads": threads, "mode": args.mode, "precision": args.precision, "peers": peers, "runs": args.runs, "warmup": args.warmup,
         "rounds": args.rounds, "settle_ms": args.settle_ms, "max_seconds_per_peer": args.max_seconds,
         "rtol": RTOL, "atol": ATOL,
         "denormals": FLUSH_NOTE, "versions": dist_versions(), "sol_versions": sol.versions(), "logs": str(log_dir),
     }
-    print(f"SOL benchmark: {meta['cpu']}, threads {threads}, mode {args.mode}, peers {', '.join(peers)}")
+    print(f"SOL benchmark: {meta['cpu']}, threads {threads}, mode {args.mode}, precision {args.precision}, "
+          f"peers {', '.join(peers)}")
     print(FLUSH_NOTE)
     versions = meta["versions"]
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items() if v))
@@ -909,15 +984,20 @@ def main(argv: list[str] | None = None) -> int:
                 spec = {"model": name, "onnx": onnx_path, "batch": batch, "threads": t, "mode": args.mode,
                         "peers": peers, "requested_peers": peers, "runs": args.runs, "warmup": args.warmup,
                         "rounds": args.rounds, "settle_ms": args.settle_ms, "max_seconds": args.max_seconds,
-                        "timeout": args.timeout,
+                        "timeout": args.timeout, "precision": args.precision,
                         "sol_cached": not args.no_sol_cached, "keep": args.keep}
                 result = run_config(spec, log_dir)
                 print(f"  done in {result['wall_s']:.0f} s", flush=True)
                 results.append(result)
     print()
-    gm = print_table(results, peers)
-    print("ms: median; '!': output differs from the reference beyond rtol 1e-4 / atol 1e-5 (see details); "
-          "n/a: the peer does not apply (reason below); ERR: it failed")
+    if args.precision != "fp32":
+        gm = print_precision_table(results, peers, args.precision)
+        print("ms: median; err: max |output - fp32 eager| / max |fp32 eager| on the same input; "
+              "n/a: the peer does not apply (reason below); ERR: it failed")
+    else:
+        gm = print_table(results, peers)
+        print("ms: median; '!': output differs from the reference beyond rtol 1e-4 / atol 1e-5 (see details); "
+              "n/a: the peer does not apply (reason below); ERR: it failed")
     print_details(results)
     if args.json:
         for r in results:
