@@ -16,6 +16,7 @@ from sol.errors import SolUnsupportedError
 from sol.ir import Size, Tensor, as_size
 
 from ._registry import Context, aten, axis
+from .nn import _filled
 
 _TO_END = 2 ** 62  # PyTorch writes "to the end" as INT64_MAX
 
@@ -206,7 +207,11 @@ def amax(cx: Context, x: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor
 @aten("zeros", "ones", "full", "arange", "scalar_tensor", "zeros_like", "ones_like", "full_like", "tensor", "eye",
       "new_zeros", "new_ones", "new_full", "new_tensor", "linspace")
 def creation(cx: Context, *args: Any, **kwargs: Any) -> Tensor:
-    """Tensors made from sizes alone become constants (evaluated now by torch)."""
+    """Tensors made from sizes alone become constants (evaluated now by torch); a constant fill whose shape
+    depends on the wildcard batch (an RNN's default zero states) is one element expanded to the batch."""
+    fill = _batch_sized_fill(cx, args, kwargs)
+    if fill is not None:
+        return _filled(cx, fill)
     if any(isinstance(a, (Tensor, sympy.Basic)) for a in list(args[1:]) + list(kwargs.values())) or \
             (args and isinstance(args[0], sympy.Basic)) or not all(isinstance(s, int) for s in cx.meta_shape()):
         raise SolUnsupportedError("creating a tensor whose size depends on the wildcard batch or on another tensor is not supported")
@@ -216,3 +221,20 @@ def creation(cx: Context, *args: Any, **kwargs: Any) -> Tensor:
     kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "layout")}
     value = cx.node.target(*args, **kwargs)  # type: ignore[operator]
     return cx.graph.add_const(cx.where, np.asarray(value.detach().cpu().numpy()))
+
+
+#: creation ops that fill with a constant -> the position of the fill value among their arguments (None: 0 or 1)
+_FILLS: dict[str, int | None] = {"zeros": None, "new_zeros": None, "zeros_like": None, "ones": None, "new_ones": None,
+                                 "ones_like": None, "full": 1, "new_full": 2, "full_like": 1}
+
+
+def _batch_sized_fill(cx: Context, args: Any, kwargs: Any) -> float | None:
+    """The fill value of a constant-fill creation op whose shape depends on the wildcard batch, else None."""
+    kind = cx.node.target.__name__.split(".")[0]  # type: ignore[union-attr]
+    if kind not in _FILLS or all(isinstance(s, int) for s in cx.meta_shape()):
+        return None
+    at = _FILLS[kind]
+    if at is None:
+        return 0.0 if "zeros" in kind else 1.0
+    value = kwargs.get("fill_value", args[at] if len(args) > at else None)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
