@@ -200,7 +200,10 @@ def _load() -> ModuleType:
             result = subprocess.run([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, check=False)
             if result.returncode != 0:
-                raise RuntimeError(f"compiling {SOURCE.name} failed (kept in {directory}):\n{result.stdout[-3000:]}")
+                # the first compiler error leads: register()'s warning shows the first line
+                first = next((line for line in result.stdout.splitlines() if "error" in line), "")
+                raise RuntimeError(f"compiling PyTorch's VE device failed: {first.strip()} (kept in {directory}):\n"
+                                   f"{result.stdout[-3000:]}")
         return {"torch": torch.__version__}
 
     entry = sol.cache.get_or_build(_key(), build)

@@ -195,6 +195,26 @@ at::Tensor& div_mode_out(const at::Tensor& self, const at::Tensor& other, std::o
     return out;
 }
 
+at::Tensor& ve_floor_divide_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+    if (!all_native({&self, &other, &out})) return VE_FALLBACK(ATEN_OP2(floor_divide, out), self, other, out);
+    auto iter = at::TensorIterator::borrowing_binary_op(out, self, other);
+    run(iter, SOL_VE_DIV_FLOOR, compute_code(iter.common_dtype()));
+    return out;
+}
+
+// floor_divide is not a structured op: its functional and in-place forms reach the VE key themselves
+at::Tensor ve_floor_divide(const at::Tensor& self, const at::Tensor& other) {
+    if (!all_native({&self, &other})) return VE_FALLBACK(ATEN_OP(floor_divide), self, other);
+    at::Tensor out;
+    auto iter = at::TensorIterator::binary_op(out, self, other);
+    run(iter, SOL_VE_DIV_FLOOR, compute_code(iter.common_dtype()));
+    return iter.output();
+}
+
+at::Tensor& ve_floor_divide_(at::Tensor& self, const at::Tensor& other) {
+    return ve_floor_divide_out(self, other, self);
+}
+
 at::Tensor& maximum_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
     if (!all_native({&self, &other, &out})) return VE_FALLBACK(ATEN_OP2(maximum, out), self, other, out);
     auto iter = at::TensorIterator::borrowing_binary_op(out, self, other);
@@ -298,6 +318,8 @@ at::Tensor& bitwise_not_out(const at::Tensor& self, at::Tensor& out) {
 
 VE_UNARY(neg, SOL_VE_NEG)
 VE_UNARY(abs, SOL_VE_ABS)
+VE_UNARY(ceil, SOL_VE_CEIL)
+VE_UNARY(floor, SOL_VE_FLOOR)
 VE_UNARY_FLOAT(sqrt, SOL_VE_SQRT)
 VE_UNARY_FLOAT(exp, SOL_VE_EXP)
 VE_UNARY_FLOAT(log, SOL_VE_LOG)
@@ -412,6 +434,22 @@ at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const
     at::Tensor out = at::empty(shape, self.options().dtype(at::result_type(self, other))
                                           .device(c10::Device(kVE, ve_index({&condition, &self, &other}))));
     return where_out(condition, self, other, out);
+}
+
+at::Tensor& masked_fill_scalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
+    if (!all_native({&self, &mask})) return VE_FALLBACK(ATEN_OP2(masked_fill_, Scalar), self, mask, value);
+    TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
+                mask.scalar_type());
+    auto iter = at::TensorIteratorConfig().set_check_mem_overlap(false).check_all_same_dtype(false)
+                    .resize_outputs(false).add_output(self).add_const_input(mask).add_const_input(self).build();
+    run(iter, SOL_VE_MASKED_FILL, compute_code(self.scalar_type()), {value});
+    return self;
+}
+
+at::Tensor& masked_fill_tensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+    TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+                value.dim(), " dimension(s).");
+    return masked_fill_scalar(self, mask, value.item());
 }
 
 at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight,
@@ -666,6 +704,9 @@ TORCH_LIBRARY_IMPL(aten, VE, m) {
     m.impl("mul.out", TORCH_FN(mul_out));
     m.impl("div.out", TORCH_FN(div_out));
     m.impl("div.out_mode", TORCH_FN(div_mode_out));
+    m.impl("floor_divide", TORCH_FN(ve_floor_divide));
+    m.impl("floor_divide.out", TORCH_FN(ve_floor_divide_out));
+    m.impl("floor_divide_.Tensor", TORCH_FN(ve_floor_divide_));
     m.impl("maximum.out", TORCH_FN(maximum_out));
     m.impl("minimum.out", TORCH_FN(minimum_out));
     m.impl("eq.Tensor_out", TORCH_FN(eq_tensor_out));
@@ -690,6 +731,8 @@ TORCH_LIBRARY_IMPL(aten, VE, m) {
     m.impl("bitwise_not.out", TORCH_FN(bitwise_not_out));
     m.impl("neg.out", TORCH_FN(neg_out));
     m.impl("abs.out", TORCH_FN(abs_out));
+    m.impl("ceil.out", TORCH_FN(ceil_out));
+    m.impl("floor.out", TORCH_FN(floor_out));
     m.impl("sqrt.out", TORCH_FN(sqrt_out));
     m.impl("exp.out", TORCH_FN(exp_out));
     m.impl("log.out", TORCH_FN(log_out));
@@ -705,6 +748,8 @@ TORCH_LIBRARY_IMPL(aten, VE, m) {
     m.impl("pow.Scalar_out", TORCH_FN(pow_scalar_out));
     m.impl("where.self_out", TORCH_FN(where_out));
     m.impl("where.self", TORCH_FN(where_self));
+    m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_scalar));
+    m.impl("masked_fill_.Tensor", TORCH_FN(masked_fill_tensor));
     m.impl("lerp.Scalar_out", TORCH_FN(lerp_scalar_out));
     m.impl("lerp.Tensor_out", TORCH_FN(lerp_tensor_out));
     m.impl("addcmul.out", TORCH_FN(addcmul_out));

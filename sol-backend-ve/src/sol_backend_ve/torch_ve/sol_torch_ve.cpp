@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -264,6 +265,9 @@ size_t span_bytes(const at::Tensor& t) {
 
 bool dense(const at::Tensor& t) { return t.is_contiguous(); }
 
+// Whether no two elements share memory (the VE kernels can write it through its strides).
+bool writable_by_kernels(const at::Tensor& t) { return at::has_internal_overlap(t) != at::MemOverlap::Yes; }
+
 // The bytes a VE tensor spans, on the host, viewed with its sizes and strides.
 at::Tensor host_view(const at::Tensor& t) {
     size_t span = span_bytes(t);
@@ -280,7 +284,7 @@ void write_from_host(const at::Tensor& dst, const at::Tensor& src) {
         return;
     }
     at::Tensor host = src.to(dst.scalar_type());
-    if (!native_dtype(dst.scalar_type()) || !dst.is_non_overlapping_and_dense()) {
+    if (!native_dtype(dst.scalar_type()) || !writable_by_kernels(dst)) {
         // read, modify, write the bytes dst spans (a dtype the VE kernels do not know, or an overlapping view)
         at::Tensor view = host_view(dst);
         view.copy_(host);
@@ -306,7 +310,7 @@ at::Tensor& copy_impl(at::Tensor& self, const at::Tensor& src) {
     if (self.device().type() == kVE) {
         if (src.device().type() == kVE) {
             if (same) dtod(self.data_ptr(), src.data_ptr(), self.nbytes());
-            else if (native && self.is_non_overlapping_and_dense()) native_copy(self, src);
+            else if (native && writable_by_kernels(self)) native_copy(self, src);
             else write_from_host(self, host_view(src));
         } else {
             write_from_host(self, src);

@@ -68,6 +68,8 @@ template <class T> struct Arith {
         return floor_div;
     }
     static T pow(T a, T b) { return m_pow(a, b); }
+    static T ceil(T x) { return -m_floor(-x); }
+    static T floor(T x) { return m_floor(x); }
     static T bit_not(T x) { return x; }
     static T bit_and(T a, T b) { return a; }
     static T bit_or(T a, T b) { return a; }
@@ -79,7 +81,7 @@ template <> struct Arith<i64> {
     static i64 sqrt(i64 x) { return i64(m_sqrt(double(x))); }  // the host never asks: sqrt of ints is float
     static i64 exp(i64 x) { return i64(m_exp(double(x))); }
     static i64 log(i64 x) { return i64(m_log(double(x))); }
-    // integer division by zero raises on the CPU; the VE must not trap, so it gives 0 (the host checks divisors)
+    // integer division by zero raises on the CPU (ZeroDivisionError); a VE kernel must not trap, so it gives 0
     static i64 div(i64 a, i64 b) { return b == 0 ? 0 : a / b; }
     static i64 div_trunc(i64 a, i64 b) { return b == 0 ? 0 : a / b; }
     static i64 div_floor(i64 a, i64 b) {
@@ -103,6 +105,8 @@ template <> struct Arith<i64> {
         }
         return result;
     }
+    static i64 ceil(i64 x) { return x; }
+    static i64 floor(i64 x) { return x; }
     static i64 bit_not(i64 x) { return ~x; }
     static i64 bit_and(i64 a, i64 b) { return a & b; }
     static i64 bit_or(i64 a, i64 b) { return a | b; }
@@ -222,6 +226,9 @@ template <class T> inline T apply(i64 op, T a, T b, T c, T alpha) {
         case SOL_VE_LERP_SCALAR: return lerp(a, b, alpha);
         case SOL_VE_ADDCMUL: return a + alpha * b * c;
         case SOL_VE_ADDCDIV: return a + alpha * b / c;
+        case SOL_VE_CEIL: return A::ceil(a);
+        case SOL_VE_FLOOR: return A::floor(a);
+        case SOL_VE_MASKED_FILL: return a != T(0) ? alpha : b;
         default: return a;
     }
 }

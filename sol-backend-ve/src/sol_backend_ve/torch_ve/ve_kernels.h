@@ -5,7 +5,7 @@
 // the layout is the same on x86 and on the VE. Bump SOL_VE_KERNELS_ABI when a field or an enum value changes.
 #pragma once
 
-#define SOL_VE_KERNELS_ABI 1
+#define SOL_VE_KERNELS_ABI 2
 #define SOL_VE_MAX_DIMS 16
 
 typedef __INT64_TYPE__ sol_ve_i64;
@@ -69,6 +69,9 @@ enum sol_ve_op {
     SOL_VE_LERP_SCALAR,   // in0 + alpha * (in1 - in0)
     SOL_VE_ADDCMUL,       // in0 + alpha * in1 * in2
     SOL_VE_ADDCDIV,       // in0 + alpha * in1 / in2
+    SOL_VE_CEIL,
+    SOL_VE_FLOOR,
+    SOL_VE_MASKED_FILL,   // in0 ? alpha : in1
     SOL_VE_OP_COUNT
 };
 
