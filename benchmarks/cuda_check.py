@@ -22,9 +22,14 @@ What it checks (issue 30's Done-when):
 
 Artifacts: the GPU machines have no network and their nvcc/torch differ from this machine's, so
 ``--dry-run`` builds every graph the run compiles (sol.optimize and the training steps, exactly as on
-the GPU) with ``CUDA_VISIBLE_DEVICES`` empty, and copies each library into ``--artifacts`` (default
-``cuda_check_artifacts/`` in the repository) under the graph's structural hash and the code generator's versions. The run looks every
-graph up there first (carried: no nvcc) and builds only what it does not find. Each result says which.
+the GPU) with ``CUDA_VISIBLE_DEVICES`` empty (sm_90, the H100/H200's), through sol-backend-cuda's
+artifact store ``sol.config["cuda::artifacts"] = --artifacts`` (default ``cuda_check_artifacts/`` in the
+repository): every library lands there under a hash of its source and nvcc flags. The run sets the
+same key, so SOL's ordinary compile path copies each library from there (carried: no nvcc) and builds
+only what it does not find; the report counts both. With cuBLAS/cuDNN found (sol-backend-cuda[libs],
+or a CUDA PyTorch's wheels) Conv, Linear and MatMul run through them, so the zoo models, the training
+steps (cuDNN's backward data and filter) and the transformer (cuBLASLt, strided batches) test those
+calls; ``sol versions`` lines for cuBLAS and cuDNN are in the report.
 
 Budget: ``--budget`` seconds (default 420) over the whole run; a section that would start after it is
 recorded as skipped. torch.compile is timed last, with what is left. Results: ``--out`` (JSON; default
@@ -37,7 +42,6 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -68,64 +72,61 @@ class NotRun(Exception):
 
 
 class Artifacts:
-    """Libraries built by --dry-run, by structural hash: ``<hash>.so`` plus ``<hash>.json`` (prefix, metadata)."""
+    """The carried libraries: sol-backend-cuda's ``cuda::artifacts`` store (`sol_backend_cuda.artifacts`).
+
+    Every CUDA build of the run goes through ``directory``: a library built from the same source with the same nvcc
+    flags is copied from there (carried: no nvcc), anything else is built and stored there. The GPU run uses SOL's
+    ordinary compile path; only a dry run stands a model in for each build (nothing can be loaded without a GPU,
+    but the flows that compile further graphs, such as a training step's backward, must go on).
+    """
 
     def __init__(self, directory: Path, dry_run: bool) -> None:
         self.directory = directory
         self.dry_run = dry_run
-        self.used: list[str] = []     # graph names served from the directory
-        self.built: list[str] = []    # graph names built in this process
-        self._original: Any = None
 
     def install(self) -> None:
-        import sol.compiler
-        import sol_frontend_torch.training
+        import sol
 
-        self._original = sol.compiler.compile_graph
-        sol.compiler.compile_graph = self.compile_graph  # sol.optimize and the native path
-        sol_frontend_torch.training.compile_graph = self.compile_graph  # the training steps
-
-    def compile_graph(self, graph: Any, device: Any = None, *, passes: bool = True) -> Any:
-        from sol.passes import run_inference_passes
-
-        if not str(device or "").startswith("cuda"):
-            return self._original(graph, device, passes=passes)
-        if passes:
-            graph = run_inference_passes(graph)
-        key = artifact_key(graph)
-        meta_path = self.directory / f"{key}.json"
+        sol.config["cuda::artifacts"] = str(self.directory)
         if self.dry_run:
-            return self._build_here(graph, key, meta_path)
-        if meta_path.exists():
-            info = json.loads(meta_path.read_text())
-            self.used.append(graph.name)
-            return _offloaded(graph, self.directory / f"{key}.so", info["prefix"], info["metadata"])
-        self.built.append(graph.name)
-        return self._original(graph, device, passes=False)
+            import sol.compiler
+            import sol_frontend_torch.training
 
-    def _build_here(self, graph: Any, key: str, meta_path: Path) -> Any:
+            self._original = sol.compiler.compile_graph
+            sol.compiler.compile_graph = self.stand_in  # sol.optimize and the native path
+            sol_frontend_torch.training.compile_graph = self.stand_in  # the training steps
+
+    @property
+    def used(self) -> list[str]:
+        from sol_backend_cuda import artifacts
+
+        return list(artifacts.carried)
+
+    @property
+    def built(self) -> list[str]:
+        from sol_backend_cuda import artifacts
+
+        return list(artifacts.exported)
+
+    def stand_in(self, graph: Any, device: Any = None, **kwargs: Any) -> Any:
+        """Dry run: build (or find) the graph's library as compile_graph does, then a model that is never run."""
         from sol import cache
-        from sol.codegen.build import SOURCE_NAME
         from sol.compiler import cache_key, flavour_for, model_prefix
         from sol.errors import SolDeviceError
+        from sol.passes import run_inference_passes
         from sol.runtime import CompiledModel
 
+        if not str(device or "").startswith("cuda"):
+            return self._original(graph, device, **kwargs)
+        if kwargs.pop("passes", True):
+            graph = run_inference_passes(graph)
+        try:
+            self._original(graph, "cuda", passes=False, **kwargs)  # builds into the store (or finds), wants a GPU
+        except SolDeviceError:
+            pass
         flavour, _ = flavour_for("cuda")
-        if not meta_path.exists():
-            try:
-                self._original(graph, "cuda", passes=False)  # builds (or finds) the artifact, then wants a GPU
-            except SolDeviceError:
-                pass
-            entry = cache.lookup(cache_key(graph, flavour))
-            if entry is None:
-                raise RuntimeError(f"{graph.name}: no artifact after the build")
-            self.directory.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(entry.file(SOURCE_NAME + flavour.library_suffix), self.directory / f"{key}.so.tmp")
-            os.replace(self.directory / f"{key}.so.tmp", self.directory / f"{key}.so")
-            meta_path.write_text(json.dumps({"prefix": model_prefix(graph), "model": graph.name,
-                                             "metadata": dict(entry.metadata)}, default=str))
-            self.built.append(graph.name)
-        info = json.loads(meta_path.read_text())
+        entry = cache.lookup(cache_key(graph, flavour))
+        metadata = dict(entry.metadata) if entry is not None else {}
 
         class Unloaded(CompiledModel):  # what the callers read (names, specs, metadata), never run
             def _open(self, library_path: Path, prefix: str, device: int) -> None:
@@ -137,28 +138,9 @@ class Artifacts:
             def run(self, *args: Any, **kwargs: Any) -> None:
                 raise NotRun(graph.name)
 
-        model = Unloaded(graph, Path("/nonexistent"), info["prefix"])
-        model.metadata = dict(info["metadata"])  # type: ignore[attr-defined]
+        model = Unloaded(graph, Path("/nonexistent"), model_prefix(graph))
+        model.metadata = metadata  # type: ignore[attr-defined]
         return model
-
-
-def artifact_key(graph: Any) -> str:
-    """The graph's structural hash plus the versions of the code generated for it (sol-core's and the flavour's)."""
-    from sol.compiler import CODEGEN_VERSION
-    from sol_backend_cuda.flavour import FLAVOUR_VERSION
-
-    return f"{graph.structural_hash()[:48]}-c{CODEGEN_VERSION}-f{FLAVOUR_VERSION}"
-
-
-def _offloaded(graph: Any, library: Path, prefix: str, metadata: dict[str, Any]) -> Any:
-    """What sol.compiler.compile_graph returns for cuda:0 after its cache lookup, on a carried library."""
-    from sol.devices import get_device
-    from sol.runtime.offload import OffloadedModel, device_runtime
-
-    target = get_device("cuda", 0)
-    model = OffloadedModel(graph, library, prefix, device_runtime(target), target, metadata=dict(metadata))
-    model.metadata = dict(metadata)  # type: ignore[attr-defined]
-    return model
 
 
 # -- helpers --------------------------------------------------------------------------------------------------
@@ -428,7 +410,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     budget = Budget(args.budget)
     artifacts = Artifacts(Path(args.artifacts), args.dry_run)
     artifacts.install()
+    from sol_backend_cuda.backend import CudaBackend
+
     report: dict[str, Any] = {"device": None, "torch": torch.__version__, "dry_run": args.dry_run,
+                              "versions": dict(CudaBackend().versions()),
                               "inference": [], "training": [], "speed": [], "skipped": []}
     if not args.dry_run:
         report["device"] = torch.cuda.get_device_name(0)
@@ -494,8 +479,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def table(report: dict[str, Any]) -> str:
+    versions = report.get("versions", {})
     lines = [f"SOL cuda_check on {report['device']} (torch {report['torch']}), {report['seconds']} s; "
              f"carried artifacts {len(report['artifacts']['carried'])}, built here {len(report['artifacts']['built_here'])}",
+             "libraries: " + ", ".join(f"{k} {str(versions.get(k, '?')).split(' (')[0]}"
+                                       for k in ("driver", "runtime", "cublas", "cudnn")),
              "", "correctness (max|SOL-eager| / max(max|eager|,1), pass <= 1e-3; TF32 off)",
              f"{'model':22s} {'transparent b1':>15s} {'native b1':>12s} {'native b8':>12s}  result"]
     for r in report["inference"]:

@@ -334,3 +334,56 @@ def test_device_heap_scratch_is_checked_in_per_thread_kernels(tmp_path):
     name, text = next(iter(with_new.items()))
     results = _compile_all({name: text}, tmp_path)
     assert results[name] is not None and results[name].returncode == 0, results[name].stdout[-3000:]
+
+
+def test_kernels_with_scratch_cap_their_grid_and_raise_the_heap():
+    """Scratch-taking kernels launch no more blocks than half the device heap holds, and _init raises the heap
+    (resnet18's maxpool gradient at batch 4: 256 threads x 100 KB, three times CUDA's 8 MB default)."""
+    sources = {name: _source(graph) for name, graph in _op_graphs().items()}
+    with_new = {name: text for name, text in sources.items() if " = new " in text}
+    capped = [line for text in with_new.values() for line in text.splitlines() if "sol_cuda_scratch_blocks(sol_items" in line]
+    assert capped, "the pooling and batch-norm gradients' launches are capped"
+    assert all("sizeof(double) * (int64_t)(" in line for line in capped)
+    for text in with_new.values():
+        assert "cudaDeviceSetLimit(cudaLimitMallocHeapSize, SOL_CUDA_HEAP_BYTES);" in text
+    assert not any("cudaDeviceSetLimit" in text for name, text in sources.items() if name not in with_new)
+
+
+def test_scratch_cap_arithmetic(tmp_path):
+    """The prelude's grid helpers as plain C++ (no GPU): the cap keeps blocks x threads x bytes within half the heap."""
+    import shutil
+
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no g++")
+    from sol_backend_cuda.flavour import HEAP_BYTES, PRELUDE
+
+    start = PRELUDE.index("// Blocks of a grid-stride launch")
+    helpers = PRELUDE[start:]
+    program = tmp_path / "cap.cpp"
+    program.write_text("#include <cstdint>\n#include <cstddef>\n#include <cstdio>\n" + helpers + """
+int main() {
+  const int64_t cases[][3] = {{256, 256, 100352}, {4096, 256, 100352}, {1 << 20, 256, 16}, {10, 256, 1 << 30}};
+  for (const auto& c : cases) printf("%u %u\\n", sol_cuda_blocks(c[0], 256), sol_cuda_scratch_blocks(c[0], 256, c[1], c[2]));
+}
+""")
+    subprocess.run([cxx, "-std=c++17", str(program), "-o", str(tmp_path / "cap")], check=True)
+    rows = [tuple(map(int, line.split())) for line in subprocess.run(
+        [str(tmp_path / "cap")], capture_output=True, text=True, check=True).stdout.split("\n") if line]
+    half = HEAP_BYTES // 2
+    assert rows[0] == (1, 1)                                  # resnet18 b4: one block fits (25.7 MB of 128 MB)
+    assert rows[1][0] == 16 and rows[1][1] == half // (256 * 100352) and rows[1][1] * 256 * 100352 <= half  # b64
+    assert rows[2] == (4096, 4096)                            # small scratch: uncapped
+    assert rows[3] == (1, 1)                                  # more than the heap per thread: one block (guarded)
+
+
+def test_precisions_other_than_fp32_are_a_clear_error():
+    flavour = CudaFlavour(cc="90", dnn=False)
+    assert flavour.precision_missing("fp32") is None and flavour.native_precision() == "fp32"
+    assert "no bf16 kernels" in flavour.precision_missing("bf16")
+    precision = pytest.importorskip("sol.precision")
+    from sol.errors import SolUnsupportedError
+
+    with pytest.raises(SolUnsupportedError, match="cuda:0.*no fp16 kernels"):
+        precision.resolve("fp16", flavour, "cuda:0")
+    assert precision.resolve("auto", flavour, "cuda:0") == "fp32"

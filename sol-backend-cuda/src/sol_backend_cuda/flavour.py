@@ -45,16 +45,18 @@ from sol.codegen.flavour import typed_math
 from sol.codegen.nest import Node
 from sol.errors import SolBuildError, SolConfigError
 
+from . import artifacts, libraries
 from . import kernels as kmap
-from . import libraries
 from .dnn_module import CudaDnnModule
 from .glue import glue
 from .toolkit import CC_KEY, DNN_KEY, MISSING, configured_cc, configured_nvcc, find_nvcc, library_dirs, nvcc_version
 
 _log = log.get("cuda")
 #: Bump when the CUDA code generated for the same graph changes (part of the cache key, like sol-core's
-#: CODEGEN_VERSION): 2 = device-heap scratch checked (SOL_STATUS_SCRATCH), 3 = cuBLAS/cuDNN calls
+#: CODEGEN_VERSION): 2 = device-heap scratch checked (SOL_STATUS_SCRATCH), 3 = cuBLAS/cuDNN calls, scratch-capped grids and a 256 MB device heap
 FLAVOUR_VERSION = "3"
+#: the device heap of modules whose kernels take per-thread scratch with new (CUDA's default: 8 MB)
+HEAP_BYTES = 256 << 20
 #: compute capability used when neither cuda::cc nor a device says otherwise
 DEFAULT_CC = "90"
 NVCC_FLAGS = ("-O3", "-std=c++17", "--compiler-options", "-fPIC", "-shared",
@@ -103,6 +105,17 @@ def _prelude() -> str:
         "static inline unsigned sol_cuda_blocks(int64_t items, int64_t per_block) {",
         "  const int64_t blocks = (items + per_block - 1) / per_block;",
         f"  return (unsigned)(blocks < {kmap.MAX_BLOCKS} ? blocks : {kmap.MAX_BLOCKS});",
+        "}",
+        "",
+        "// The device heap that kernels taking per-thread scratch (new) get (set in _init; CUDA's default is 8 MB).",
+        f"#define SOL_CUDA_HEAP_BYTES ((size_t){HEAP_BYTES >> 20} << 20)",
+        "// Blocks of a launch whose threads each hold ``bytes`` of device heap: at most half the heap live at once",
+        "// (the rest: fragmentation and the allocator's own use); the grid-stride loop covers the other items.",
+        "static inline unsigned sol_cuda_scratch_blocks(int64_t items, int64_t per_block, int64_t threads, int64_t bytes) {",
+        "  const unsigned blocks = sol_cuda_blocks(items, per_block);",
+        "  const int64_t fit = (int64_t)(SOL_CUDA_HEAP_BYTES / 2) / (threads * (bytes > 0 ? bytes : 1));",
+        f"  const unsigned cap = (unsigned)(fit < 1 ? 1 : (fit < {kmap.MAX_BLOCKS} ? fit : {kmap.MAX_BLOCKS}));",
+        "  return blocks < cap ? blocks : cap;",
         "}",
     ]
     return "\n".join(lines) + "\n"
@@ -178,6 +191,17 @@ class CudaFlavour(Flavour):
         elif wanted:
             _log.info("CUDA code without cuBLAS/cuDNN calls: %s", libraries.missing_reason())
 
+    # -- precision --------------------------------------------------------------------------------------
+    def precision_missing(self, precision: str) -> str | None:
+        """Why ``precision`` cannot be compiled: every generated kernel and library call is fp32 for now."""
+        if precision == "fp32":
+            return None
+        return (f"the cuda backend has no {precision} kernels yet: generated code and its cuBLAS/cuDNN calls compute "
+                "fp32 (without TF32)")
+
+    def native_precision(self) -> str:
+        return "fp32"  # precision="auto" on a GPU: fp32 until this backend has reduced-precision kernels
+
     # -- toolchain -----------------------------------------------------------------------------------
     @property
     def ccs(self) -> list[str]:
@@ -191,7 +215,10 @@ class CudaFlavour(Flavour):
     def nvcc(self) -> str:
         found = find_nvcc(self._nvcc or configured_nvcc())
         if found is None:
-            raise SolBuildError(f"building CUDA code needs nvcc, which is {MISSING}")
+            store = artifacts.directory()
+            carried = (f"; sol.config['{artifacts.ARTIFACTS_KEY.name}'] = {str(store)!r} holds no library built from "
+                       "this model's source with these flags") if store is not None else ""
+            raise SolBuildError(f"building CUDA code needs nvcc, which is {MISSING}{carried}")
         return found
 
     def flags(self) -> list[str]:
@@ -199,10 +226,24 @@ class CudaFlavour(Flavour):
         return [*NVCC_FLAGS, *debug, *gencode_flags(self.ccs)]
 
     def compile_command(self, source: Path, library: Path) -> list[str]:
+        """nvcc's command; with ``cuda::artifacts`` set, a copy of a carried library built from the same source
+        and flags instead, or nvcc followed by storing its library there (`sol_backend_cuda.artifacts`)."""
+        store = artifacts.directory()
+        key = artifacts.source_key(Path(source).read_text(), self.flags()) if store is not None else ""
+        carried = artifacts.find(store, key) if store is not None else None
+        if carried is not None:
+            artifacts.carried.append(key)
+            _log.info("carried CUDA library %s for %s (no nvcc)", carried, source)
+            return artifacts.import_command(carried, library)
         nvcc = self.nvcc()
         # -L: the wheels' nvcc.profile points at lib64, where the wheels have lib (static cudart: libcudart_static.a)
         command = [nvcc, *self.flags(), str(source), "-o", str(library), *(f"-L{d}" for d in library_dirs(nvcc))]
-        return command + self.library_flags()
+        command += self.library_flags()
+        if store is None:
+            return command
+        artifacts.exported.append(key)
+        match = re.search(r"for model '([^']*)'", Path(source).read_text()[:400])
+        return artifacts.export_command(store, key, command, library, match.group(1) if match else "")
 
     def library_flags(self) -> list[str]:
         """Headers, link line and RUNPATH of cuBLAS/cuDNN (nothing without library calls)."""
@@ -212,8 +253,12 @@ class CudaFlavour(Flavour):
         return flags
 
     def toolchain_id(self) -> str:
-        nvcc = self.nvcc()
         dnn = self.dnn.key() if self.dnn is not None else "no dnn"
+        found = find_nvcc(self._nvcc or configured_nvcc())
+        if found is None and artifacts.directory() is not None:
+            # a machine without nvcc that runs carried libraries (compile_command copies them, or says what is missing)
+            return f"cuda|v{FLAVOUR_VERSION}|carried from {artifacts.directory()}|{' '.join(self.flags())}|{dnn}"
+        nvcc = self.nvcc()
         return f"cuda|v{FLAVOUR_VERSION}|{nvcc}|{nvcc_version(nvcc)}|{' '.join(self.flags())}|{dnn}"
 
     # -- code --------------------------------------------------------------------------------------------

@@ -98,6 +98,9 @@ class Kernel:
     body: list[Node]
     params: list[Param] = field(default_factory=list)
     title: str = ""
+    #: C expression (host) of the device-heap bytes one thread takes with ``new`` (`scratch_bytes`); None: none,
+    #: or not computable on the host
+    scratch: str | None = None
 
     @property
     def threads(self) -> int:
@@ -334,12 +337,40 @@ def kernel_tail(kernel: Kernel) -> list[str]:
 
 
 def launch_lines(kernel: Kernel, stream: str = "sol_stream") -> list[str]:
-    """Host code launching ``kernel`` on ``stream`` (no launch for zero work items: an empty grid is an error)."""
+    """Host code launching ``kernel`` on ``stream`` (no launch for zero work items: an empty grid is an error).
+
+    A kernel whose threads take device-heap scratch gets no more blocks than half the heap holds at once
+    (`sol_cuda_scratch_blocks`; the grid-stride loop runs the remaining items): thousands of threads each taking
+    a pooling gradient's whole input plane exhausted the heap on an H100.
+    """
     args = ", ".join(["sol_items", *(p.name for p in kernel.params)])
     grid = "1" if kernel.mode == "serial" else f"sol_cuda_blocks(sol_items, {kernel.items_per_block})"
+    if kernel.scratch is not None and kernel.mode != "serial":
+        grid = f"sol_cuda_scratch_blocks(sol_items, {kernel.items_per_block}, {kernel.threads}, {kernel.scratch})"
     return [
         "{",
         f"  const int64_t sol_items = {kernel.work()};",
         f"  if (sol_items > 0) {kernel.name}<<<{grid}, {kernel.threads}, 0, {stream}>>>({args});",
         "}",
     ]
+
+
+#: ``T* name = new T[count]`` (optionally ``()``-initialised) in a kernel body
+_NEW_ARRAY = re.compile(r"^\s*[\w:]+\s*\*\s*\w+\s*=\s*new\s+([\w:]+)\s*\[(.+)\]\s*(?:\(\))?\s*;\s*$")
+
+
+def scratch_bytes(kernel: Kernel, host_names: dict[str, str]) -> str | None:
+    """C expression of the device-heap bytes one thread of ``kernel`` holds at once (every ``new`` of its body
+    added up), or None when it takes none or a count names something only the kernel knows."""
+    terms = []
+    for code in _all_code(kernel.body):
+        for line in code.splitlines():
+            match = _NEW_ARRAY.match(line)
+            if match is None:
+                continue
+            ctype, count = match.groups()
+            if any(ident not in host_names and ident not in ("sizeof", "int64_t")
+                   for ident in _IDENT.findall(count)):
+                return None
+            terms.append(f"(int64_t)sizeof({ctype}) * (int64_t)({count})")
+    return " + ".join(terms) if terms else None

@@ -57,6 +57,7 @@ def plan_program(program: Any, prefix: str) -> HostProgram:
             step.kernels = kmap.plan_kernels(c.nodes, name, host_names, c.title)
             for k in step.kernels:
                 _to_status_word(k.body)
+                k.scratch = kmap.scratch_bytes(k, host_names)
                 if k.mode != "warp":  # a warp's lanes must not leave before its shuffles: only per-thread kernels
                     _guard_scratch(k.body)
         steps.append(step)
@@ -112,7 +113,10 @@ def _template() -> Any:
 def render_module(**context: Any) -> str:
     """The module's source; ``context``: the variables of sol-core's module.j2 (``flavour`` the CudaFlavour)."""
     programs = [plan_program(p, context["prefix"]) for p in context["programs"]]
-    return _template().render(cuda_programs=programs, status_word=STATUS_WORD, kmap=kmap, **context)
+    uses_heap = any(_DEVICE_NEW.search(line) for prog in programs for step in prog.steps for k in step.kernels
+                    for line in kmap._all_code(k.body))
+    return _template().render(cuda_programs=programs, status_word=STATUS_WORD, kmap=kmap, uses_heap=uses_heap,
+                              **context)
 
 
 TEMPLATE = r"""{% from "nest.j2" import render %}
@@ -152,6 +156,15 @@ static inline int64_t sol_derived_reserve(int64_t bytes) {
 
 {{ flavour.exported() }} int {{ prefix }}_init(int device) {
   (void)device;  // kernels run on the current device of the calling thread (the framework's)
+{% if uses_heap %}
+  // Kernels below take per-thread scratch with new: a device heap of SOL_CUDA_HEAP_BYTES instead of CUDA's 8 MB
+  // (their launches hold at most half of it at once). Only possible before the context's first kernel that
+  // allocates; a failure leaves the smaller heap (launches then cap to it too) and is cleared, not reported later.
+  size_t sol_heap = 0;
+  if (cudaDeviceGetLimit(&sol_heap, cudaLimitMallocHeapSize) == cudaSuccess && sol_heap < SOL_CUDA_HEAP_BYTES)
+    cudaDeviceSetLimit(cudaLimitMallocHeapSize, SOL_CUDA_HEAP_BYTES);
+  (void)cudaGetLastError();
+{% endif %}
 {% if library_init %}
   static int sol_initialised = 0;
   if (sol_initialised) return 0;

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sol
 from sol.records import ConfigKey
 
+from .artifacts import ARTIFACTS_KEY
 from .backend import CudaBackend
 from .deploy import CudaDeployTarget
 from .toolkit import CC_KEY, DNN_KEY, NVCC_KEY
@@ -17,7 +18,7 @@ def sol_backends() -> list[CudaBackend]:
 
 @sol.hookimpl
 def sol_config_keys() -> list[ConfigKey]:
-    return [NVCC_KEY, CC_KEY, DNN_KEY]
+    return [NVCC_KEY, CC_KEY, DNN_KEY, ARTIFACTS_KEY]
 
 
 @sol.hookimpl
