@@ -204,6 +204,39 @@ def test_tutorial_inference_flow(ve):
     # the training half of the tutorial: test_torch_ve_training.py
 
 
+@pytest.mark.parametrize("map_location", [None, "ve", "ve:0", "cpu", "function", "dict"])
+def test_save_and_load(ve, tmp_path, map_location):
+    import io
+
+    x = torch.randn(3, 4)
+    model = torch.nn.Linear(4, 2)
+    xv = x.ve()
+    saved = {"x": xv, "view": xv[1:, ::2], "state": model.ve().state_dict(), "number": 3}
+    path = tmp_path / "ve.pt"
+    torch_ve.fallback_counts.clear()
+    torch.save(saved, path)
+    location = {"function": lambda storage, where: storage, "dict": {"ve:0": "cpu"}}.get(map_location, map_location)
+    loaded = torch.load(path, map_location=location)
+    device = torch.device("cpu") if map_location in ("cpu", "function", "dict") else ve
+    assert loaded["number"] == 3
+    assert loaded["x"].device == device and loaded["view"].device == device
+    assert torch.equal(loaded["x"].cpu(), x) and torch.equal(loaded["view"].cpu(), x[1:, ::2])
+    assert loaded["view"].untyped_storage().data_ptr() == loaded["x"].untyped_storage().data_ptr()  # still a view
+    for name, value in model.state_dict().items():
+        assert loaded["state"][name].device == device
+        assert torch.equal(loaded["state"][name].cpu(), value.cpu())
+    fresh = torch.nn.Linear(4, 2).ve()
+    fresh.load_state_dict(loaded["state"])
+    assert torch.equal(fresh.weight.cpu(), model.weight.cpu())
+    buffer = io.BytesIO()
+    torch.save(x, buffer)  # a CPU file loaded onto the VE
+    buffer.seek(0)
+    assert torch.equal(torch.load(buffer, map_location="ve").cpu(), x)
+    assert torch_ve.fallback_counts == {}  # storage copies and set_ are native
+    with pytest.raises(RuntimeError, match=r"ve:3.*1 VE\(s\).*map_location"):
+        torch.load(path, map_location="ve:3")
+
+
 def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if k not in ("SOL_VE_EMULATE", "VEDA_LIBRARY")}
     environ.update(env)

@@ -257,7 +257,7 @@ def test_unary(dtype):
         for method in ("abs_", "neg_", "sqrt_", "exp_", "log_"):
             base = make((6, 5), dtype, 13, positive=True)
             ve_base, cpu_base = base.ve(), base.clone()
-            run_native(lambda m=method: getattr(ve_base[:, ::2], m)())
+            run_native(lambda m=method, t=ve_base: getattr(t[:, ::2], m)())
             getattr(cpu_base[:, ::2], method)()
             assert_close_to_cpu(ve_base, lambda t: t, [cpu_base])
 
@@ -303,7 +303,7 @@ def test_fill_zero_copy(dtype):
     for other in DTYPES:  # VE -> VE with dtype conversion, broadcast and strides on both sides
         src = make((6,), other, 42)
         ve_dst, cpu_dst = make((6, 4), dtype, 43).ve(), make((6, 4), dtype, 43)
-        run_native(lambda s=src: ve_dst.t().copy_(s.ve()))
+        run_native(lambda s=src, d=ve_dst: d.t().copy_(s.ve()))
         cpu_dst.t().copy_(src)
         assert torch.equal(ve_dst.cpu(), cpu_dst)
     dst, expected = torch.zeros(6, 4, dtype=dtype, device="ve"), torch.zeros(6, 4, dtype=dtype)
@@ -409,13 +409,13 @@ def test_optimizer_steps_match_cpu(name, foreach):
     ve_opt = cls(ve_params, foreach=foreach, **options)
     for step in range(3):
         grads = [make(s, torch.float32, 90 + 10 * step + i) for i, s in enumerate(shapes)]
-        for p, g in zip(cpu_params, grads):
+        for p, g in zip(cpu_params, grads, strict=True):
             p.grad = g.clone()
-        for p, g in zip(ve_params, grads):
+        for p, g in zip(ve_params, grads, strict=True):
             p.grad = g.ve()
         cpu_opt.step()
         run_native(ve_opt.step)
-    for got, expected in zip(ve_params, cpu_params):
+    for got, expected in zip(ve_params, cpu_params, strict=True):
         assert got.device.type == "ve"
         torch.testing.assert_close(got.detach().cpu(), expected.detach(), rtol=2e-6, atol=2e-7)
     for key, value in cpu_opt.state[cpu_params[0]].items():

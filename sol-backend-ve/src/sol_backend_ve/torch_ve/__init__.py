@@ -97,6 +97,9 @@ def register() -> bool:
             if not hasattr(torch, "ve"):
                 torch._register_device_module("ve", device)
             _install_methods(torch)
+            from . import serialization
+
+            serialization.install()
         except Exception as exc:  # noqa: BLE001 - torch must keep working
             warnings.warn(f"SOL could not register torch.ve: {exc}", stacklevel=2)
             _state["reason"] = str(exc)

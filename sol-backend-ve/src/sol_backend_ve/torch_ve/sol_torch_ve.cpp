@@ -366,6 +366,32 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
     return self;
 }
 
+// self becomes a view of ``source`` (a VE storage): storage copies (torch.save's storage.cpu()) and set_() need it.
+at::Tensor& set_storage_offset(at::Tensor& self, c10::Storage source, c10::SymInt offset, c10::SymIntArrayRef size,
+                               c10::SymIntArrayRef stride) {
+    TORCH_CHECK(source.device().type() == kVE, "set_: expected a VE storage for a VE tensor, got one on ",
+                source.device());
+    TORCH_CHECK(stride.empty() || stride.size() == size.size(), "set_: ", size.size(), " sizes but ", stride.size(),
+                " strides");
+    auto sizes = C10_AS_INTARRAYREF_SLOW(size);
+    auto* impl = self.unsafeGetTensorImpl();
+    impl->set_storage_keep_dtype(std::move(source));
+    impl->set_storage_offset(offset.expect_int());
+    if (stride.empty()) impl->set_sizes_contiguous(sizes);
+    else impl->set_sizes_and_strides(sizes, C10_AS_INTARRAYREF_SLOW(stride));
+    size_t needed = self.numel() == 0 ? 0
+                    : at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.itemsize(),
+                                                       self.storage_offset());
+    TORCH_CHECK(needed <= self.storage().nbytes(), "set_: the view needs ", needed, " bytes of a ",
+                self.storage().nbytes(), "-byte VE storage");
+    return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source) {
+    int64_t elements = int64_t(source.nbytes() / self.dtype().itemsize());
+    return set_storage_offset(self, std::move(source), 0, c10::SymIntArrayRef({c10::SymInt(elements)}), {});
+}
+
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool) { return copy_impl(self, src); }
 
 at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool) {
@@ -441,6 +467,8 @@ TORCH_LIBRARY_IMPL(aten, VE, m) {
     m.impl("view", TORCH_FN(at::native::view));
     m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
     m.impl("resize_", TORCH_FN(resize_));
+    m.impl("set_.source_Storage", TORCH_FN(set_storage));
+    m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_offset));
     m.impl("copy_", TORCH_FN(copy_));
     m.impl("_copy_from", TORCH_FN(_copy_from));
     m.impl("_copy_from_and_resize", TORCH_FN(_copy_from_and_resize));
