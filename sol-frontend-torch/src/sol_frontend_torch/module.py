@@ -32,7 +32,7 @@ from sol.ir import BATCH, Size, solve_batch
 from sol.runtime.offload import TransferStats
 from sol.seeds import generation
 
-from . import native, native_reader
+from . import autocast, native, native_reader
 from .capture import torch_dtype
 from .params import ParamSlots, assignments
 from .params import _count_assignment as count_assignment
@@ -174,9 +174,12 @@ class SolModule(torch.nn.Module):
             if self.training or wants_grad:
                 return self._native_train_forward(target, inputs)
             return self._native_forward(self._native_model(target, inputs), inputs)
+        cast = autocast.variant(self, inputs, wants_grad)  # inside torch.autocast: its precision (None outside)
         if self.training:
             return self._train_forward(inputs)
         compiled = self._sol_compiled
+        if cast is not None:
+            compiled, inputs = cast.compiled, cast.inputs(inputs)
         batch = self._batch(inputs, compiled.input_specs)
         tensors = [x if x.is_contiguous() else x.contiguous() for x in inputs]
         param_ptrs = self._sol_params.pointer_array(compiled)  # prepared; reused while no parameter changed
@@ -185,6 +188,8 @@ class SolModule(torch.nn.Module):
                    for shape, (_, dtype, _) in zip(compiled.output_shapes(batch),
                                                    self._spec_info(compiled.output_specs), strict=True)]
         compiled.run([x.data_ptr() for x in tensors], param_ptrs, [o.data_ptr() for o in outputs], batch)
+        if cast is not None:
+            outputs = cast.cast_outputs(self._sol_model, inputs, outputs)
         if wants_grad:
             outputs = self._attach_gradients(outputs, inputs, batch)
         return self._structure(outputs, self._sol_output_spec)
@@ -215,7 +220,8 @@ class SolModule(torch.nn.Module):
             else:
                 from sol.compiler import compile_graph
 
-                model = compile_graph(self._sol_compiled.graph, target, passes=False)
+                model = compile_graph(self._sol_compiled.graph, target, passes=False,
+                                      precision=getattr(self._sol_compiled, "precision", "fp32"))
             if not native.takes_device_tensors(model):
                 device = next(x for x in inputs if isinstance(x, torch.Tensor)).device
                 raise SolInputError(f"input 0 is on {device}, but SOL compiled {target} as a host device; "
