@@ -52,10 +52,20 @@ def softplus(cx: Context, x: Tensor, beta: float = 1.0, threshold: float = 20.0)
 
 @aten("hardtanh", "clamp", "clip")
 def clamp(cx: Context, x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - PyTorch's names
-    if isinstance(min, Tensor) or isinstance(max, Tensor):
-        out = cx.one("maximum", [x, min]) if isinstance(min, Tensor) else x
-        return cx.one("minimum", [out, max]) if isinstance(max, Tensor) else out
+    if isinstance(min, Tensor) or isinstance(max, Tensor):  # bounds that are tensors (or one is): elementwise
+        out = x if min is None else cx.one("maximum", [x, min if isinstance(min, Tensor) else cx.const(min, like=x)])
+        return out if max is None else cx.one("minimum", [out, max if isinstance(max, Tensor) else cx.const(max, like=x)])
     return cx.one("clamp", [x], {"min": None if min is None else float(min), "max": None if max is None else float(max)})
+
+
+@aten("clamp_min")
+def clamp_min(cx: Context, x: Tensor, min: Any) -> Tensor:  # noqa: A002
+    return clamp(cx, x, min, None)
+
+
+@aten("clamp_max")
+def clamp_max(cx: Context, x: Tensor, max: Any) -> Tensor:  # noqa: A002
+    return clamp(cx, x, None, max)
 
 
 @aten("relu6")

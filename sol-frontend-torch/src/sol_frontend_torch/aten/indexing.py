@@ -198,3 +198,56 @@ def _register_triangle(name: str) -> None:
 
 _register_triangle("triu")
 _register_triangle("tril")
+
+
+@aten("tile")
+def tile(cx: Context, x: Tensor, dims: list[Any]) -> Tensor:
+    """torch.tile: repeat with the repeats padded with leading 1s to the tensor's rank."""
+    return repeat(cx, x, [1] * max(x.rank - len(dims), 0) + list(dims))
+
+
+@aten("repeat_interleave")
+def repeat_interleave(cx: Context, x: Any, repeats: Any = None, dim: int | None = None, *,
+                      output_size: Any = None) -> Tensor:
+    """Each element repeated ``repeats`` times along dim: (.., s, 1, ..) broadcast to (.., s, r, ..), flattened.
+
+    Only a constant count: per-element counts from a tensor give a size that depends on values.
+    """
+    if not isinstance(x, Tensor) or isinstance(repeats, Tensor) or not isinstance(repeats, int):
+        raise SolUnsupportedError("repeat_interleave with a tensor of counts (its result's size depends on the "
+                                  "values) is not supported; repeat by a constant count")
+    if dim is None:
+        x = cx.one("reshape", [x], {"shape": (x.numel,)}) if x.rank != 1 else x
+        dim = 0
+    d = axis(dim, x.rank)
+    shape = tuple(x.shape)
+    y = cx.one("reshape", [x], {"shape": (*shape[:d + 1], 1, *shape[d + 1:])})
+    y = cx.one("expand", [y], {"shape": (*shape[:d + 1], int(repeats), *shape[d + 1:])})
+    return cx.one("reshape", [y], {"shape": cx.meta_shape()})
+
+
+@aten("roll")
+def roll(cx: Context, x: Tensor, shifts: Any, dims: Any = ()) -> Tensor:
+    """torch.roll: per (shift, dim), the last ``shift`` rows then the rest (two slices and a concat); no dims rolls
+    the flattened tensor."""
+    shifts = list(shifts) if isinstance(shifts, (list, tuple)) else [shifts]
+    dims = list(dims) if isinstance(dims, (list, tuple)) else [dims]
+    if not dims:
+        flat = cx.one("reshape", [x], {"shape": (x.numel,)}) if x.rank != 1 else x
+        rolled = roll(cx, flat, shifts[:1], [0])
+        return rolled if x.rank == 1 else cx.one("reshape", [rolled], {"shape": tuple(x.shape)})
+    if len(shifts) != len(dims):
+        raise SolUnsupportedError(f"roll: {len(shifts)} shifts for {len(dims)} dims")
+    for shift, dim in zip(shifts, dims, strict=True):
+        d = axis(dim, x.rank)
+        size = x.shape[d]
+        if not isinstance(size, int) or not isinstance(shift, int):
+            raise SolUnsupportedError("rolling along the wildcard batch dimension (or by a shift computed from it) is "
+                                      "not supported")
+        k = shift % size if size else 0
+        if k == 0:
+            continue
+        tail = cx.one("slice", [x], {"axis": d, "start": size - k, "stop": size, "step": 1})
+        head = cx.one("slice", [x], {"axis": d, "start": 0, "stop": size - k, "step": 1})
+        x = cx.one("concat", [tail, head], {"axis": d})
+    return x

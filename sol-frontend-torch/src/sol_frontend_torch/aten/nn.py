@@ -138,9 +138,11 @@ def _cumulative_factor(cx: Context, mean: Tensor) -> Tensor:
 @aten("batch_norm")
 def batch_norm(cx: Context, x: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor | None, var: Tensor | None,
                training: bool, momentum: float, eps: float, *_: Any) -> Tensor:
-    if training:
-        if not cx.training:
+    if training or mean is None or var is None:
+        if training and not cx.training and mean is not None and var is not None:
             raise SolUnsupportedError("batch norm in training mode while capturing for inference; call model.eval()")
+        # without running statistics the batch's own normalize (track_running_stats=False, or timm's weight
+        # standardisation, F.batch_norm over a weight): the same in inference and training, nothing to update
         return _batch_norm_train(cx, x, weight, bias, mean, var, momentum, eps)
     return _batch_norm(cx, x, weight, bias, mean, var, eps)
 
