@@ -244,20 +244,39 @@ def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
                           timeout=120, check=False)
 
 
-def test_broken_ve_runtime_is_one_warning_and_torch_still_works(tmp_path):
+@pytest.mark.parametrize("autoload", ["1", "0"], ids=["torch-autoload", "import-sol_backend_ve"])
+def test_broken_ve_runtime_is_one_warning_and_torch_still_works(tmp_path, autoload):
+    """A broken VE runtime: import torch (through PyTorch's backend autoload entry point, or without it and an
+    explicit import) works, the first VE use gives one warning, torch.ve says unavailable, CPU tensors work, and a
+    file of VE tensors loads with map_location='cpu' (and names that workaround without it)."""
     broken = tmp_path / "libveda.so"
     broken.write_text("not a library")
-    result = _run("""
-        import warnings
+    saved = tmp_path / "ve.pt"
+    torch.save({"w": torch.arange(3.0).ve()}, saved)
+    result = _run(f"""
+        import sys, warnings
         warnings.simplefilter("always")
-        import torch
         with warnings.catch_warnings(record=True) as caught:
+            import torch
+            print("autoloaded", hasattr(torch, "ve"), "sol" in sys.modules)
             import sol_backend_ve
+            print(torch.ve.is_available(), torch.ve.device_count(), (torch.ones(2) + 1).tolist())
+            try:
+                torch.ones(2, device="ve:0")
+            except RuntimeError as exc:
+                print("raised", "libveda" in str(exc) or "cannot load" in str(exc))
+            try:
+                torch.load({str(saved)!r})
+            except RuntimeError as exc:
+                print("load", "map_location='cpu'" in str(exc))
+            print(torch.load({str(saved)!r}, map_location="cpu")["w"].tolist())
         print(len([w for w in caught if "VE device is not available" in str(w.message)]))
-        print(torch.ve.is_available(), torch.ve.device_count(), (torch.ones(2) + 1).tolist())
-    """, VEDA_LIBRARY=str(broken))
+    """, VEDA_LIBRARY=str(broken), TORCH_DEVICE_BACKEND_AUTOLOAD=autoload)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["1", "False", "0", "[2.0,", "2.0]"]
+    lines = result.stdout.splitlines()
+    # through the entry point torch.ve exists right after import torch, and sol was not imported for it
+    assert lines[0] == ("autoloaded True False" if autoload == "1" else "autoloaded False False")
+    assert lines[1:] == ["False 0 [2.0, 2.0]", "raised True", "load True", "[0.0, 1.0, 2.0]", "1"], result.stdout
 
 
 def test_import_sol_never_imports_torch():

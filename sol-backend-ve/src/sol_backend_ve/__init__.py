@@ -9,13 +9,22 @@ and orders them.
 from __future__ import annotations
 
 import sys
-
-from .backend import VeBackend
+from typing import Any
 
 __version__ = "0.1.0"
 
-if "torch" in sys.modules:  # PyTorch's VE device (torch.ve); never imports torch itself
-    from .torch_ve import register as _register_torch
+
+def __getattr__(name: str) -> Any:
+    # imported on use: PyTorch's autoload imports this package inside import torch, and must stay cheap
+    if name == "VeBackend":
+        from .backend import VeBackend
+
+        return VeBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if "torch" in sys.modules:  # PyTorch's VE device (torch.ve, started at its first use); never imports torch itself
+    from .torch_ve import register_if_torch_imported as _register_torch
 
     _register_torch()
 

@@ -28,27 +28,40 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from sol.records import ConfigKey
-
 SOURCE = Path(__file__).with_name("sol_torch_ve.cpp")
 #: the extension's sources (compiled) and the headers they include (in the cache key)
 SOURCES = (SOURCE, SOURCE.with_name("native_ops.cpp"))
 HEADERS = (SOURCE.with_name("sol_torch_ve.h"), SOURCE.with_name("ve_kernels.h"))
 NAME = "sol_torch_ve"
 
-FALLBACK_KEY = ConfigKey("ve::cpu_fallback", bool, True,
-                         "Run PyTorch ops that have no VE kernel on the CPU (copying their VE tensors there and back, "
-                         "one warning per op); False raises instead, naming the op.")
+FALLBACK_NAME = "ve::cpu_fallback"
 
 _lock = threading.RLock()
-_state: dict[str, Any] = {"registered": False, "extension": None, "reason": "not registered yet"}
+#: python: torch.ve and friends installed; deferred: the device starts at its first use (PyTorch's autoload)
+_state: dict[str, Any] = {"registered": False, "python": False, "deferred": False, "extension": None,
+                          "reason": "not registered yet"}
 _warned: set[str] = set()
 #: ops that ran through the CPU fallback in this process, and how often
 fallback_counts: dict[str, int] = {}
 
 
+def __getattr__(name: str) -> Any:
+    # The config key needs sol, which this module does not import: PyTorch's autoload (import torch) loads it.
+    if name == "FALLBACK_KEY":
+        from sol.records import ConfigKey
+
+        key = ConfigKey(FALLBACK_NAME, bool, True,
+                        "Run PyTorch ops that have no VE kernel on the CPU (copying their VE tensors there and back, "
+                        "one warning per op); False raises instead, naming the op.")
+        globals()["FALLBACK_KEY"] = key
+        return key
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def extension() -> ModuleType | None:
-    """The loaded C++ extension, or None (``reason()`` says why)."""
+    """The loaded C++ extension, or None (``reason()`` says why); starts a deferred device (its first use)."""
+    if _state["deferred"] and not _state["registered"]:
+        register()
     return _state["extension"]
 
 
@@ -80,30 +93,35 @@ def reset_copy_counters() -> None:
         module.reset_copy_counters()
 
 
-def register() -> bool:
-    """Install ``torch.ve``, ``Tensor.ve()``, ``Module.ve()`` and, where a VE is visible, load the extension.
+def register(lazy: bool = False) -> bool:
+    """Install ``torch.ve``, ``Tensor.ve()``, ``Module.ve()``, torch.save/load support and, where a VE is visible,
+    load the extension (compiled first if SOL's cache lacks it).
 
+    ``lazy`` (at import time: PyTorch's autoload inside ``import torch``, ``import sol_backend_ve``): only the
+    Python side; the extension loads at the first use of the VE (creating a VE tensor, any ``torch.ve`` call,
+    ``torch.load`` onto the VE; see `sol_backend_ve.torch_ve.lazy`).
     Idempotent; never raises: a failure is one warning and ``torch.ve.is_available()`` False.
     """
     with _lock:
         if _state["registered"]:
             return _state["extension"] is not None
-        _state["registered"] = True
-        import torch
+        if not _state["python"]:
+            _state["python"] = True
+            try:
+                _install_python()
+            except Exception as exc:  # noqa: BLE001 - torch must keep working
+                warnings.warn(f"SOL could not register torch.ve: {exc}", stacklevel=2)
+                _state["reason"] = str(exc)
+                _state["registered"] = True
+                return False
+        if lazy:
+            _state["deferred"] = True
+            _state["reason"] = "the VE device starts at its first use"
+            from . import lazy as on_first_use
 
-        from . import device
-
-        try:
-            if not hasattr(torch, "ve"):
-                torch._register_device_module("ve", device)
-            _install_methods(torch)
-            from . import serialization
-
-            serialization.install()
-        except Exception as exc:  # noqa: BLE001 - torch must keep working
-            warnings.warn(f"SOL could not register torch.ve: {exc}", stacklevel=2)
-            _state["reason"] = str(exc)
+            on_first_use.install(register)
             return False
+        _state["registered"] = True
         try:
             from ..veda import find_library, open_veda
 
@@ -115,7 +133,9 @@ def register() -> bool:
             if veda is None:
                 raise RuntimeError(why)  # a VE runtime that does not work: warned below
             from . import kernels
+            from . import lazy as on_first_use
 
+            on_first_use.remove()  # the extension registers its own kernels for these ops
             module = _load()
             module.init(str(path), str(kernels.library()), _fallback_policy)
         except Exception as exc:  # noqa: BLE001
@@ -126,6 +146,23 @@ def register() -> bool:
         _state["extension"] = module
         _state["reason"] = ""
         return True
+
+
+def register_if_torch_imported() -> None:
+    """``import sol_backend_ve`` in a PyTorch process: torch.ve now, the device itself at its first use."""
+    if "torch" in sys.modules:
+        register(lazy=True)
+
+
+def _install_python() -> None:
+    import torch
+
+    from . import device, serialization
+
+    if not hasattr(torch, "ve"):
+        torch._register_device_module("ve", device)
+    _install_methods(torch)
+    serialization.install()
 
 
 def _install_methods(torch: Any) -> None:
@@ -163,7 +200,7 @@ def _fallback_policy(op: str) -> str | None:
     """Called by the extension before an op runs on the CPU: None lets it, a message refuses."""
     import sol
 
-    if not sol.config[FALLBACK_KEY.name]:
+    if not sol.config[FALLBACK_NAME]:
         return (f"{op} has no VE kernel in SOL and sol.config['ve::cpu_fallback'] is False: move its inputs to the "
                 f"CPU with .cpu() for this op, or allow the CPU fallback")
     fallback_counts[op] = fallback_counts.get(op, 0) + 1

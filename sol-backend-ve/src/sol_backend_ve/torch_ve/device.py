@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["current_device", "device", "device_count", "device_of", "is_available", "memory_allocated",
+__all__ = ["current_device", "device", "device_count", "device_of", "init", "is_available", "memory_allocated",
            "set_device", "synchronize"]
 
 
@@ -28,6 +28,11 @@ def _index(dev: Any) -> int:
     if dev.type != "ve":
         raise ValueError(f"expected a VE device, got {dev}")
     return -1 if dev.index is None else dev.index
+
+
+def init() -> None:
+    """Start the VE device now (it starts at its first use otherwise); raises with the reason if it cannot."""
+    _ext()
 
 
 def is_available() -> bool:
