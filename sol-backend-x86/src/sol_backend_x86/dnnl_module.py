@@ -23,7 +23,7 @@ from sol.codegen.dnn import DnnCall, DnnCode, DnnModule
 from sol.codegen.layout import channels_last
 from sol.ir import Layer, Size, Tensor
 
-from . import attention, grouped, input_scale, linear, winograd
+from . import attention, grouped, input_scale, linear, rnn, winograd
 from .tuning import DIRECT, Tuner
 
 if TYPE_CHECKING:  # the kernels package registers every op (slow to import): only the generator needs it
@@ -61,7 +61,7 @@ class OneDnnModule(DnnModule):
     def key(self) -> str:
         # which kernel runs each call is part of the generated code, so what decides it is part of the cache key
         key = (f"onednn {self.version}|{winograd.settings()}|{grouped.settings()}|{linear.settings()}"
-               f"|{input_scale.settings()}"
+               f"|{input_scale.settings()}|{rnn.settings()}"
                f"|attention {attention.MIN_MULTIPLY_ADDS}|autotuning {int(sol.config['autotuning'])}|gemv dfp")
         return key if self.precision == "fp32" else f"{key}|{self.precision}"
 
@@ -73,6 +73,8 @@ class OneDnnModule(DnnModule):
 
     # -- planning ---------------------------------------------------------
     def accepts(self, layer: Layer) -> bool:
+        if layer.op == "rnn":  # several outputs: one oneDNN RNN primitive (see rnn.py)
+            return not self.reduced and rnn.accepts(layer)
         if not _float32([*layer.inputs, *layer.outputs]) or len(layer.outputs) != 1:
             return False
         if layer.op == "conv":
@@ -102,6 +104,8 @@ class OneDnnModule(DnnModule):
         return attention.lowers(layer)
 
     def static_inputs(self, layer: Layer) -> Sequence[int]:
+        if layer.op == "rnn":
+            return rnn.static_inputs(layer)
         if layer.op == "linear" and layer.attrs.get("trained_params"):
             # weights that change every step: packing them would be a reorder per step, and oneDNN's gemm
             # kernel on plain weights is as fast as brgemm on packed ones at training batch sizes (faster for
@@ -126,7 +130,7 @@ class OneDnnModule(DnnModule):
         return None
 
     def fuses(self, call: DnnCall, value: Tensor, layer: Layer) -> bool:
-        if _backward(call.anchor):
+        if _backward(call.anchor) or call.anchor.op == "rnn":
             return False  # the backward primitives take no post-ops
         if len(call.post_ops) >= MAX_POST or not _float32([*layer.inputs, *layer.outputs]):
             return False
@@ -149,6 +153,8 @@ class OneDnnModule(DnnModule):
 
     # -- code -------------------------------------------------------------
     def render(self, call: DnnCall, forward: KernelContext, prepare: KernelContext) -> DnnCode:
+        if call.anchor.op == "rnn":
+            return rnn.render(call, forward, prepare)
         anchor, sym = call.anchor, call.symbol
         fill = [f"static void {sym}_fill(int64_t N, sol_dnnl_desc* d) {{  // {anchor.name}: {anchor.op}",
                 "  (void)N;"]

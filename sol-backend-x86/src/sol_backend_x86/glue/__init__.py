@@ -21,8 +21,8 @@ HERE = Path(__file__).parent
 HEADER = HERE / "sol_dnnl.h"
 SOURCE = HERE / "sol_dnnl.cpp"
 #: every source of the glue: the oneDNN calls and SOL's own convolutions (Winograd, grouped/depthwise)
-SOURCES = (SOURCE, HERE / "sol_winograd.cpp", HERE / "sol_grouped.cpp")
-FILES = (HEADER, HERE / "sol_kernels.h", HERE / "sol_winograd.h", HERE / "sol_grouped.h", *SOURCES)
+SOURCES = (SOURCE, HERE / "sol_winograd.cpp", HERE / "sol_grouped.cpp", HERE / "sol_dnnl_rnn.cpp")
+FILES = (HEADER, HERE / "sol_kernels.h", HERE / "sol_winograd.h", HERE / "sol_grouped.h", HERE / "sol_dnnl_rnn.h", *SOURCES)
 OBJECT_NAME = "sol_dnnl.o"
 
 
