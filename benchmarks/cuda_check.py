@@ -126,7 +126,15 @@ class Artifacts:
             pass
         flavour, _ = flavour_for("cuda")
         entry = cache.lookup(cache_key(graph, flavour))
-        metadata = dict(entry.metadata) if entry is not None else {}
+        if entry is None:
+            raise RuntimeError(f"{graph.name}: no artifact after the build")
+        metadata = dict(entry.metadata)
+        # a hit in SOL's cache ran no nvcc, so nothing was stored: store it (the run's key is its source's)
+        from sol.codegen.build import SOURCE_NAME
+        from sol_backend_cuda import artifacts
+
+        artifacts.export(self.directory, entry.file(SOURCE_NAME + flavour.source_suffix).read_text(), flavour.flags(),
+                         entry.file(SOURCE_NAME + flavour.library_suffix), graph.name)
 
         class Unloaded(CompiledModel):  # what the callers read (names, specs, metadata), never run
             def _open(self, library_path: Path, prefix: str, device: int) -> None:

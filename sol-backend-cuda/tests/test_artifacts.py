@@ -75,3 +75,15 @@ def test_the_environment_sets_the_store(tmp_path, monkeypatch):
     assert artifacts.directory() is None or "SOL_CUDA_ARTIFACTS" in __import__("os").environ
     monkeypatch.setenv("SOL_CUDA_ARTIFACTS", str(tmp_path))
     assert artifacts.directory() == tmp_path
+
+
+def test_a_library_built_before_is_stored_once(tmp_path):
+    library = tmp_path / "cached.so"
+    library.write_bytes(b"library")
+    flags = ["-gencode", "arch=compute_90,code=sm_90"]
+    key = artifacts.export(tmp_path / "store", SOURCE, flags, library, "tiny")
+    assert artifacts.find(tmp_path / "store", key).read_bytes() == b"library"
+    assert json.loads((tmp_path / "store" / f"{key}.json").read_text())["model"] == "tiny"
+    library.write_bytes(b"other")
+    assert artifacts.export(tmp_path / "store", SOURCE, flags, library) == key  # already there: kept
+    assert artifacts.find(tmp_path / "store", key).read_bytes() == b"library"

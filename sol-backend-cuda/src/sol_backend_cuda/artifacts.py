@@ -75,6 +75,20 @@ def export_command(store: Path, key: str, nvcc_command: Sequence[str], library: 
     return [sys.executable, "-m", __name__, "export", str(store), key, str(library), model, "--", *nvcc_command]
 
 
+def export(store: Path, source: str, flags: Sequence[str], library: Path, model: str = "") -> str:
+    """Store an already built library (e.g. a cache hit of SOL's, which ran no nvcc) under its key; returns the key."""
+    key = source_key(source, flags)
+    if find(store, key) is None:
+        _copy_atomically(library, store / f"{key}.so")
+        _describe(store, key, model, "(from SOL's cache)")
+    return key
+
+
+def _describe(store: Path, key: str, model: str, nvcc: str) -> None:
+    (store / f"{key}.json").write_text(json.dumps({"model": model, "nvcc": nvcc,
+                                                   "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+
+
 def _copy_atomically(source: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
@@ -95,8 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = subprocess.run(command, check=False).returncode
         if code == 0 and library.is_file():
             _copy_atomically(library, store / f"{key}.so")
-            (store / f"{key}.json").write_text(json.dumps({"model": model, "nvcc": command[0],
-                                                           "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+            _describe(store, key, model, command[0])
         return code
     print(f"usage: python -m {__name__} import LIBRARY TARGET | export STORE KEY LIBRARY MODEL -- NVCC...",
           file=sys.stderr)
