@@ -5,8 +5,9 @@ Subclass `BackendConformance` in a backend package's tests and set
 sol-core relies on: discovery through the installed entry point, a valid
 record, a probe that never raises and explains an empty result, devices
 numbered 0..n-1 of the right type, a version report of plain strings,
-namespaced config keys, and the public API (`sol.devices()`,
-`sol.device.<type>`, `sol.device.set`) working with the backend.
+namespaced config keys, the public API (`sol.devices()`,
+`sol.device.<type>`, `sol.device.set`) working with the backend, and
+precisions (`sol.precision`) either computed or refused with a SOL error.
 """
 
 from __future__ import annotations
@@ -104,3 +105,21 @@ class BackendConformance:
         finally:
             if previous is not None:
                 device_namespace.set(previous.type, previous.index)
+
+    def test_precisions_are_computed_or_refused(self) -> None:
+        """Each reduced precision either resolves or raises SolUnsupportedError naming the device; "auto" resolves
+        to one the flavour computes; fp32 always works."""
+        from ..compiler import flavour_for
+        from ..errors import SolUnsupportedError
+        from ..precision import resolve
+
+        flavour, _ = flavour_for(self.backend_name)
+        where = f"{self.backend_name}:0"
+        assert resolve("fp32", flavour, where) == "fp32"
+        for wanted in ("bf16", "fp16"):
+            try:
+                assert resolve(wanted, flavour, where) == wanted
+            except SolUnsupportedError as error:
+                assert where in str(error) and wanted in str(error)
+        auto = resolve("auto", flavour, where)
+        assert auto in ("fp32", "bf16", "fp16") and flavour.precision_missing(auto) is None
