@@ -1,7 +1,7 @@
 """SOL on an NVIDIA GPU: correctness, training gradients and speed against PyTorch (one GPU, about 8 minutes).
 
-    python benchmarks/cuda_check.py --dry-run [--jobs 2]   # on a machine without a GPU: builds every artifact
-    python benchmarks/cuda_check.py                        # on the GPU: runs them, writes JSON and a table
+    python benchmarks/cuda_check.py --dry-run [--jobs 2] [--pack cuda_check_artifacts.tar.xz]   # no GPU: builds
+    python benchmarks/cuda_check.py [--artifacts cuda_check_artifacts.tar.xz]                    # on the GPU
 
 What it checks (issue 30's Done-when):
 
@@ -538,11 +538,35 @@ def dry_run_parallel(args: argparse.Namespace) -> int:
     return max(p.wait() for p in procs)
 
 
+def pack(store: Path, archive: Path) -> None:
+    """The store as one .tar.xz (cubins and host code compress about 5x)."""
+    import tarfile
+
+    with tarfile.open(archive, "w:xz") as tar:
+        for path in sorted(store.iterdir()):
+            tar.add(path, arcname=path.name)
+    print(f"packed {len(list(store.iterdir()))} files of {store} into {archive} ({archive.stat().st_size >> 20} MiB)")
+
+
+def unpack(archive: Path) -> Path:
+    """A packed store, unpacked beside it (``<name>.unpacked``), as the directory the run uses."""
+    import tarfile
+
+    target = archive.with_name(archive.name.removesuffix(".tar.xz") + ".unpacked")
+    target.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive, "r:xz") as tar:
+        tar.extractall(target, filter="data")
+    return target
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dry-run", action="store_true", help="build every artifact without a GPU")
     parser.add_argument("--jobs", type=int, default=1, help="dry run: processes building in parallel")
-    parser.add_argument("--artifacts", default=str(DEFAULT_ARTIFACTS))
+    parser.add_argument("--artifacts", default=str(DEFAULT_ARTIFACTS),
+                        help="the store of carried libraries (a directory), or a .tar.xz of one (--pack)")
+    parser.add_argument("--pack", default="", help="dry run: also write the store as this .tar.xz (about 5x smaller: "
+                                                   "what to carry to the GPU machine)")
     parser.add_argument("--budget", type=float, default=420.0, help="seconds; later sections are skipped")
     parser.add_argument("--only", default="", help="kind:model,... (inference, training, speed, train-speed)")
     parser.add_argument("--out", default="cuda_check.json")
@@ -551,8 +575,15 @@ def main() -> int:
     if args.dry_run:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the build as on a machine without a GPU (sm_90)
         if args.jobs > 1:
-            return dry_run_parallel(args)
+            code = dry_run_parallel(args)
+            if args.pack:
+                pack(Path(args.artifacts), Path(args.pack))
+            return code
+    elif args.artifacts.endswith(".tar.xz"):
+        args.artifacts = str(unpack(Path(args.artifacts)))
     report = run(args)
+    if args.dry_run and args.pack:
+        pack(Path(args.artifacts), Path(args.pack))
     Path(args.out).write_text(json.dumps(report, indent=1, default=str))
     if args.dry_run:
         print(f"dry run: {len(report['artifacts']['built_here'])} graphs built into {args.artifacts}; "
