@@ -31,8 +31,8 @@ or a CUDA PyTorch's wheels) Conv, Linear and MatMul run through them, so the zoo
 steps (cuDNN's backward data and filter) and the transformer (cuBLASLt, strided batches) test those
 calls; ``sol versions`` lines for cuBLAS and cuDNN are in the report.
 
-Budget: ``--budget`` seconds (default 420) over the whole run; a section that would start after it is
-recorded as skipped. torch.compile is timed last, with what is left. Results: ``--out`` (JSON; default
+Budget: ``--budget`` seconds (default 420; none for a dry run, which builds everything) over the whole
+run; a section that would start after it is recorded as skipped. torch.compile is timed last, with what is left. Results: ``--out`` (JSON; default
 cuda_check.json) and the table on stdout (and ``--table``).
 """
 
@@ -567,11 +567,14 @@ def main() -> int:
                         help="the store of carried libraries (a directory), or a .tar.xz of one (--pack)")
     parser.add_argument("--pack", default="", help="dry run: also write the store as this .tar.xz (about 5x smaller: "
                                                    "what to carry to the GPU machine)")
-    parser.add_argument("--budget", type=float, default=420.0, help="seconds; later sections are skipped")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds; later sections are skipped (default 420; a dry run builds everything)")
     parser.add_argument("--only", default="", help="kind:model,... (inference, training, speed, train-speed)")
     parser.add_argument("--out", default="cuda_check.json")
     parser.add_argument("--table", default="", help="also write the table to this file")
     args = parser.parse_args()
+    if args.budget is None:
+        args.budget = 1e9 if args.dry_run else 420.0
     if args.dry_run:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the build as on a machine without a GPU (sm_90)
         if args.jobs > 1:
