@@ -7,15 +7,65 @@
 // its warning, like an op without a kernel.
 
 #include <ATen/ExpandUtils.h>
-#include <ATen/Operators.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
+// the ops whose CPU fallback is called by name (ATEN_OP): their headers only, not all of ATen/Operators.h
+#include <ATen/ops/abs_ops.h>
+#include <ATen/ops/add_ops.h>
+#include <ATen/ops/addcdiv_ops.h>
+#include <ATen/ops/addcmul_ops.h>
+#include <ATen/ops/amax_ops.h>
+#include <ATen/ops/amin_ops.h>
+#include <ATen/ops/bitwise_and_ops.h>
+#include <ATen/ops/bitwise_not_ops.h>
+#include <ATen/ops/bitwise_or_ops.h>
+#include <ATen/ops/bitwise_xor_ops.h>
+#include <ATen/ops/cat_ops.h>
+#include <ATen/ops/ceil_ops.h>
+#include <ATen/ops/clamp_ops.h>
+#include <ATen/ops/clamp_max_ops.h>
+#include <ATen/ops/clamp_min_ops.h>
+#include <ATen/ops/div_ops.h>
+#include <ATen/ops/eq_ops.h>
+#include <ATen/ops/exp_ops.h>
+#include <ATen/ops/floor_ops.h>
+#include <ATen/ops/floor_divide_ops.h>
+#include <ATen/ops/ge_ops.h>
+#include <ATen/ops/gt_ops.h>
+#include <ATen/ops/le_ops.h>
+#include <ATen/ops/lerp_ops.h>
+#include <ATen/ops/log_ops.h>
+#include <ATen/ops/logical_and_ops.h>
+#include <ATen/ops/logical_not_ops.h>
+#include <ATen/ops/logical_or_ops.h>
+#include <ATen/ops/logical_xor_ops.h>
+#include <ATen/ops/lt_ops.h>
+#include <ATen/ops/masked_fill_ops.h>
+#include <ATen/ops/max_ops.h>
+#include <ATen/ops/maximum_ops.h>
+#include <ATen/ops/mean_ops.h>
+#include <ATen/ops/min_ops.h>
+#include <ATen/ops/minimum_ops.h>
+#include <ATen/ops/mul_ops.h>
+#include <ATen/ops/ne_ops.h>
+#include <ATen/ops/neg_ops.h>
+#include <ATen/ops/pow_ops.h>
+#include <ATen/ops/reciprocal_ops.h>
+#include <ATen/ops/sqrt_ops.h>
+#include <ATen/ops/sub_ops.h>
+#include <ATen/ops/sum_ops.h>
+#include <ATen/ops/where_ops.h>
 
 #include <optional>
 #include <vector>
+
+#ifndef ATEN_OP2  // ATen/Operators.h defines them (with every op's header)
+#define ATEN_OP(op_name) at::_ops::op_name
+#define ATEN_OP2(op_name, overload) at::_ops::op_name##_##overload
+#endif
 
 #include "sol_torch_ve.h"
 
