@@ -254,7 +254,9 @@ def test_unary(dtype):
     if dtype.is_floating_point:
         check(torch.sqrt, a)  # NaN for negative inputs, as on the CPU
         check(torch.reciprocal, positive)
-        for method in ("abs_", "neg_", "sqrt_", "exp_", "log_"):
+        check(lambda t: torch.ceil(t * 3), a)
+        check(lambda t: torch.floor(t * 3), a)
+        for method in ("abs_", "neg_", "sqrt_", "exp_", "log_", "reciprocal_", "ceil_", "floor_"):
             base = make((6, 5), dtype, 13, positive=True)
             ve_base, cpu_base = base.ve(), base.clone()
             run_native(lambda m=method, t=ve_base: getattr(t[:, ::2], m)())
