@@ -24,3 +24,9 @@ def param_check(request: pytest.FixtureRequest) -> Iterator[str]:
     sol.config[native_reader.READER_KEY.name] = request.param == "native"
     yield request.param
     sol.config[native_reader.READER_KEY.name] = previous
+
+
+@pytest.fixture(scope="session")
+def emulator_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One build of the emulated VE for every test module that uses it, whatever their private model caches."""
+    return str(tmp_path_factory.mktemp("ve-emulator"))

@@ -40,12 +40,6 @@ def _forget() -> None:
     forget()
 
 
-@pytest.fixture(scope="session")
-def emulator_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """One build of the emulator for every test, whatever their private model caches."""
-    return str(tmp_path_factory.mktemp("ve-emulator"))
-
-
 @pytest.fixture
 def ve(sol_cache_dir, emulator_dir: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The emulated ve:0 for one test (the probe and runtime caches see the setting change)."""
