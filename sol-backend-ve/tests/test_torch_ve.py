@@ -279,6 +279,28 @@ def test_broken_ve_runtime_is_one_warning_and_torch_still_works(tmp_path, autolo
     assert lines[1:] == ["False 0 [2.0, 2.0]", "raised True", "load True", "[0.0, 1.0, 2.0]", "1"], result.stdout
 
 
+def test_import_torch_installs_torch_ve_and_sol_pytorch_starts_it():
+    """import torch (PyTorch's autoload) installs torch.ve and starts nothing; a VE tensor starts the device; after
+    import sol.pytorch it has started (a model's .to('ve') needs the device's guard before any VE op runs)."""
+    result = _run("""
+        import sys
+        import torch
+        print("sol_torch_ve" in sys.modules, "sol" in sys.modules, hasattr(torch, "ve"))
+        x = torch.arange(3.0, device="ve:0")  # the first VE tensor starts the device
+        print("sol_torch_ve" in sys.modules, (x * 2).cpu().tolist())
+    """, SOL_VE_EMULATE="1", TORCH_DEVICE_BACKEND_AUTOLOAD="1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["False False True", "True [0.0, 2.0, 4.0]"], result.stdout
+    result = _run("""
+        import torch
+        import sol.pytorch as sol
+        model = torch.nn.Linear(3, 2).to("ve")
+        print(model.weight.device, torch.ve.is_available())
+    """, SOL_VE_EMULATE="1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["ve:0", "True"], result.stdout
+
+
 def test_import_sol_never_imports_torch():
     result = _run("import sys, sol, sol_backend_ve; print('torch' in sys.modules)")
     assert result.returncode == 0 and result.stdout.strip() == "False", result.stderr

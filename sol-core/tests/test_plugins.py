@@ -228,3 +228,22 @@ def test_device_set_and_get():
             sol.device.set("nope")
         with pytest.raises(AttributeError, match="installed: gooddev, otherdev"):
             sol.device.nope  # noqa: B018
+
+
+def test_after_load_waits_for_the_process_registry(monkeypatch):
+    """Plugin modules import while the registry loads; what needs sol.config waits for after_load."""
+    import importlib
+
+    plugins = importlib.import_module("sol.plugins")  # sol.plugins is also the function sol.plugins()
+    calls: list[str] = []
+    monkeypatch.setattr(plugins, "_REGISTRY", None)
+    monkeypatch.setattr(plugins, "_AFTER_LOAD", [])
+    monkeypatch.setattr(plugins, "PluginRegistry", lambda: calls.append("loaded") or object())
+    plugins.after_load(lambda: calls.append("first"))
+    plugins.after_load(lambda: 1 / 0)  # a failing callback is logged, the registry still loads
+    plugins.after_load(lambda: calls.append("second"))
+    assert calls == []
+    plugins.registry()
+    assert calls == ["loaded", "first", "second"]
+    plugins.after_load(lambda: calls.append("now"))  # loaded: runs at once
+    assert calls[-1] == "now"

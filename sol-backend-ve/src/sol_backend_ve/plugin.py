@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import sol
+from sol.plugins import after_load
 from sol.records import ConfigKey
 
 from .backend import VeBackend
 from .deploy import VeDeployTarget
 from .toolchain import CXX_KEY
-from .torch_ve import FALLBACK_KEY
+from .torch_ve import FALLBACK_KEY, start_if_torch_imported
 from .vednn import DNN_KEY, VEDNN_KEY
+
+# SOL's plugins load in a PyTorch process (import sol.pytorch): PyTorch's VE device starts once they are loaded (it
+# needs sol.config and the cache, which cannot be used while the registry loads this module)
+after_load(start_if_torch_imported)
 
 
 @sol.hookimpl

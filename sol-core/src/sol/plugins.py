@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata as md
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
@@ -287,6 +287,7 @@ def _core_requirement_mismatch(requires: Sequence[str]) -> str:
 # -- the process-wide registry ------------------------------------------------
 
 _REGISTRY: PluginRegistry | None = None
+_AFTER_LOAD: list[Callable[[], None]] = []
 
 
 def registry() -> PluginRegistry:
@@ -294,7 +295,26 @@ def registry() -> PluginRegistry:
     global _REGISTRY
     if _REGISTRY is None:
         _REGISTRY = PluginRegistry()
+        while _AFTER_LOAD:
+            callback = _AFTER_LOAD.pop(0)
+            try:
+                callback()
+            except Exception as exc:  # noqa: BLE001 - a plugin's follow-up must not fail the registry
+                _log.warning(f"plugin callback {getattr(callback, '__qualname__', callback)!r} failed: {exc}")
     return _REGISTRY
+
+
+def after_load(callback: Callable[[], None]) -> None:
+    """Run ``callback`` once the process-wide registry is loaded (now, if it is).
+
+    Plugin modules are imported while the registry loads, when sol.config, the cache and the devices cannot be used
+    yet (each would load the registry again); work that needs them waits here (sol-backend-ve starts PyTorch's VE
+    device this way when SOL's plugins load in a PyTorch process).
+    """
+    if _REGISTRY is not None:
+        callback()
+    else:
+        _AFTER_LOAD.append(callback)
 
 
 def set_registry(new: PluginRegistry | None) -> PluginRegistry | None:

@@ -127,7 +127,9 @@ def register(lazy: bool = False) -> bool:
 
             path, _, how = find_library()
             if path is None:
-                _state["reason"] = how  # no VE runtime installed: nothing to warn about
+                # no VE runtime installed: nothing to warn about; an explicit register() looks again later
+                _state["reason"] = how
+                _state["registered"] = _state["deferred"] = False
                 return False
             veda, why = open_veda()
             if veda is None:
@@ -146,6 +148,13 @@ def register(lazy: bool = False) -> bool:
         _state["extension"] = module
         _state["reason"] = ""
         return True
+
+
+def start_if_torch_imported() -> None:
+    """SOL's plugins loaded in a PyTorch process: start the VE device now (where a VE runtime is visible)."""
+    module = sys.modules.get("torch")
+    if module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False):
+        register()
 
 
 def register_if_torch_imported() -> None:
