@@ -589,7 +589,9 @@ def main() -> int:
         pack(Path(args.artifacts), Path(args.pack))
     Path(args.out).write_text(json.dumps(report, indent=1, default=str))
     if args.dry_run:
-        print(f"dry run: {len(report['artifacts']['built_here'])} graphs built into {args.artifacts}; "
+        stored = len(list(Path(args.artifacts).glob("*.so")))
+        print(f"dry run: {len(report['artifacts']['built_here'])} libraries built by nvcc now, {stored} in "
+              f"{args.artifacts}; "
               f"errors: {[r['what'] for r in report['inference'] + report['training'] if 'error' in r]}")
         return 0
     text = table(report)
