@@ -238,6 +238,53 @@ template <> inline float alpha_of<float>(const sol_ve_elementwise& d) { return f
 template <> inline double alpha_of<double>(const sol_ve_elementwise& d) { return d.alpha_f; }
 template <> inline i64 alpha_of<i64>(const sol_ve_elementwise& d) { return d.alpha_i; }
 
+// ---- the typed fast path: every tensor operand already in the compute type --------------------------------------
+
+// The dtype whose elements are T itself (no conversion on load or store).
+template <class T> struct Native;
+template <> struct Native<float> { static constexpr i64 dtype = SOL_VE_F32; };
+template <> struct Native<double> { static constexpr i64 dtype = SOL_VE_F64; };
+template <> struct Native<i64> { static constexpr i64 dtype = SOL_VE_I64; };
+
+// One row with the op fixed at compile time: no dtype or op switch inside the loop, which the VE compiler can then
+// vectorise (scalars and missing inputs are stride-0 pointers; out may be an input at the same positions).
+template <i64 OP, class T>
+void typed_row(i64 n, T* o, i64 so, const T* a, i64 sa, const T* b, i64 sb, const T* c, i64 sc, T alpha) {
+#pragma _NEC ivdep
+    for (i64 i = 0; i < n; ++i) o[i * so] = apply<T>(OP, a[i * sa], b[i * sb], c[i * sc], alpha);
+}
+
+template <class T> using Row = void (*)(i64, T*, i64, const T*, i64, const T*, i64, const T*, i64, T);
+
+template <class T> Row<T> typed_row_for(i64 op) {
+    switch (op) {
+#define SOL_VE_ROW(OP) \
+    case OP: return &typed_row<OP, T>;
+        SOL_VE_ROW(SOL_VE_COPY) SOL_VE_ROW(SOL_VE_FILL) SOL_VE_ROW(SOL_VE_NEG) SOL_VE_ROW(SOL_VE_ABS)
+        SOL_VE_ROW(SOL_VE_SQRT) SOL_VE_ROW(SOL_VE_EXP) SOL_VE_ROW(SOL_VE_LOG) SOL_VE_ROW(SOL_VE_RECIPROCAL)
+        SOL_VE_ROW(SOL_VE_LOGICAL_NOT) SOL_VE_ROW(SOL_VE_BITWISE_NOT) SOL_VE_ROW(SOL_VE_ADD) SOL_VE_ROW(SOL_VE_SUB)
+        SOL_VE_ROW(SOL_VE_MUL) SOL_VE_ROW(SOL_VE_DIV) SOL_VE_ROW(SOL_VE_DIV_TRUNC) SOL_VE_ROW(SOL_VE_DIV_FLOOR)
+        SOL_VE_ROW(SOL_VE_POW) SOL_VE_ROW(SOL_VE_POW_SCALAR) SOL_VE_ROW(SOL_VE_RPOW_SCALAR) SOL_VE_ROW(SOL_VE_EQ)
+        SOL_VE_ROW(SOL_VE_NE) SOL_VE_ROW(SOL_VE_LT) SOL_VE_ROW(SOL_VE_LE) SOL_VE_ROW(SOL_VE_GT) SOL_VE_ROW(SOL_VE_GE)
+        SOL_VE_ROW(SOL_VE_LOGICAL_AND) SOL_VE_ROW(SOL_VE_LOGICAL_OR) SOL_VE_ROW(SOL_VE_LOGICAL_XOR)
+        SOL_VE_ROW(SOL_VE_BITWISE_AND) SOL_VE_ROW(SOL_VE_BITWISE_OR) SOL_VE_ROW(SOL_VE_BITWISE_XOR)
+        SOL_VE_ROW(SOL_VE_MAXIMUM) SOL_VE_ROW(SOL_VE_MINIMUM) SOL_VE_ROW(SOL_VE_CLAMP) SOL_VE_ROW(SOL_VE_CLAMP_MIN)
+        SOL_VE_ROW(SOL_VE_CLAMP_MAX) SOL_VE_ROW(SOL_VE_WHERE) SOL_VE_ROW(SOL_VE_LERP) SOL_VE_ROW(SOL_VE_LERP_SCALAR)
+        SOL_VE_ROW(SOL_VE_ADDCMUL) SOL_VE_ROW(SOL_VE_ADDCDIV) SOL_VE_ROW(SOL_VE_CEIL) SOL_VE_ROW(SOL_VE_FLOOR)
+        SOL_VE_ROW(SOL_VE_MASKED_FILL)
+#undef SOL_VE_ROW
+        default: return nullptr;
+    }
+}
+
+// Whether every tensor operand (and the output) holds T itself.
+template <class T> bool all_in_compute_type(const sol_ve_elementwise& d) {
+    if (d.out.dtype != Native<T>::dtype) return false;
+    for (i64 k = 0; k < d.ninputs; ++k)
+        if (d.in[k].data && d.in[k].dtype != Native<T>::dtype) return false;
+    return true;
+}
+
 // Linear positions [begin, end) of the iteration space: one row (dim 0) at a time, the offsets of the row's first
 // element recomputed from its multi-index.
 template <class T> void elementwise_range(const sol_ve_elementwise& d, i64 begin, i64 end) {
@@ -248,6 +295,7 @@ template <class T> void elementwise_range(const sol_ve_elementwise& d, i64 begin
     T scalar[3] = {T(0), T(0), T(0)};
     for (i64 k = 0; k < d.ninputs; ++k)
         if (in[k].data == 0) scalar[k] = scalar_of<T>(in[k]);
+    const Row<T> row = all_in_compute_type<T>(d) ? typed_row_for<T>(d.op) : nullptr;
     i64 pos = begin;
     while (pos < end) {
         i64 rest = pos / n0, first = pos % n0;
@@ -264,6 +312,19 @@ template <class T> void elementwise_range(const sol_ve_elementwise& d, i64 begin
         i64 s0 = d.ninputs > 0 && ndim > 0 ? in[0].strides[0] : 0;
         i64 s1 = d.ninputs > 1 && ndim > 0 ? in[1].strides[0] : 0;
         i64 s2 = d.ninputs > 2 && ndim > 0 ? in[2].strides[0] : 0;
+        if (row) {
+            const T* p[3];
+            i64 stride[3] = {s0, s1, s2};
+            for (i64 k = 0; k < 3; ++k) {
+                bool tensor = k < d.ninputs && in[k].data;
+                p[k] = tensor ? reinterpret_cast<const T*>(in[k].data) + at_in[k] : &scalar[k];
+                if (!tensor) stride[k] = 0;
+            }
+            row(count, reinterpret_cast<T*>(d.out.data) + at_out, so, p[0], stride[0], p[1], stride[1], p[2], stride[2],
+                alpha);
+            pos += count;
+            continue;
+        }
         for (i64 i = 0; i < count; ++i) {
             T a = d.ninputs > 0 ? (in[0].data ? load<T>(in[0], at_in[0] + i * s0) : scalar[0]) : T(0);
             T b = d.ninputs > 1 ? (in[1].data ? load<T>(in[1], at_in[1] + i * s1) : scalar[1]) : T(0);
