@@ -64,6 +64,12 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...], set[str]]] 
     "repeat_interleave": (lambda m, x: (x.repeat_interleave(2, dim=1), x.repeat_interleave(3)), (x3,), {"expand"}),
     "meshgrid": (lambda m, x: torch.meshgrid(x[0, :, 0], x[0, 0, :4], indexing="ij")
                  + torch.meshgrid(x[0, :, 0], x[1, 0, :4], indexing="xy"), (x3,), {"expand"}),
+    "aliases": (lambda m, x, y: (torch.multiply(x, y), torch.subtract(x, y), torch.divide(x, y),
+                                 torch.true_divide(x, 2.0), torch.floor_divide(x, 0.3), torch.greater(x, y),
+                                 torch.greater_equal(x, 0.1), torch.less(x, y), torch.less_equal(x, y),
+                                 torch.not_equal(x, y)), (x4, y4), {"mul", "sub", "div", "gt", "ne"}),
+    "unary_extra": (lambda m, x: (torch.square(x), F.mish(x), torch.trunc(x * 3), torch.fix(x * 3),
+                                  torch.log2(x.abs() + 0.1), torch.log10(x.abs() + 0.1)), (x4,), {"softplus", "floor"}),
     "batch_norm_batch_statistics": (
         lambda m, x: F.batch_norm(x.reshape(1, 3, -1), None, None, weight=x[0, :, 0, 0].abs(), training=True,
                                   momentum=0.0, eps=1e-5), (x4,), {"batch_norm_train"}),

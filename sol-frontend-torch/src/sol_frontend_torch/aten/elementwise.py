@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from sol.errors import SolUnsupportedError
 from sol.ir import Tensor
 
-from ._registry import Context, aten
+from ._registry import HANDLERS, Context, aten
 
 _UNARY = {
     "relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "silu": "silu", "hardswish": "hardswish",
@@ -84,7 +85,7 @@ def add(cx: Context, a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
     return cx.one("add", [_operand(cx, a), _operand(cx, b)])
 
 
-@aten("sub")
+@aten("sub", "subtract")
 def sub(cx: Context, a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
         b = cx.one("mul", [_operand(cx, b), cx.const(alpha)])
@@ -96,12 +97,12 @@ def rsub(cx: Context, a: Any, b: Any, alpha: Any = 1) -> Tensor:
     return sub(cx, b, a, alpha=alpha)
 
 
-@aten("mul")
+@aten("mul", "multiply")
 def mul(cx: Context, a: Any, b: Any) -> Tensor:
     return cx.one("mul", [_operand(cx, a), _operand(cx, b)])
 
 
-@aten("div")
+@aten("div", "divide", "true_divide")
 def div(cx: Context, a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
     attrs = {"rounding_mode": rounding_mode} if rounding_mode is not None else {}
     return cx.one("div", [_operand(cx, a), _operand(cx, b)], attrs)
@@ -125,6 +126,44 @@ def _register_compare(name: str) -> None:
 
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
     _register_compare(_name)
+for _alias, _name in (("greater", "gt"), ("greater_equal", "ge"), ("less", "lt"), ("less_equal", "le"),
+                      ("not_equal", "ne")):
+    HANDLERS[_alias] = HANDLERS[_name]
+
+
+@aten("floor_divide")
+def floor_divide(cx: Context, a: Any, b: Any) -> Tensor:
+    return div(cx, a, b, rounding_mode="floor")
+
+
+@aten("square")
+def square(cx: Context, x: Tensor) -> Tensor:
+    return cx.one("mul", [x, x])
+
+
+@aten("mish")
+def mish(cx: Context, x: Tensor) -> Tensor:
+    """x * tanh(softplus(x)) (softplus with PyTorch's threshold 20)."""
+    soft = cx.one("softplus", [x], {"beta": 1.0, "threshold": 20.0})
+    return cx.one("mul", [x, cx.one("tanh", [soft])])
+
+
+@aten("trunc", "fix")
+def trunc(cx: Context, x: Tensor) -> Tensor:
+    """Towards zero: floor of the magnitude, with the sign back."""
+    if not x.dtype.startswith(("float", "bfloat")):
+        return x
+    return cx.one("mul", [cx.one("sign", [x]), cx.one("floor", [cx.one("abs", [x])])])
+
+
+def _register_log_base(name: str, base: float) -> None:
+    @aten(name)
+    def log_base(cx: Context, x: Tensor) -> Tensor:
+        return cx.one("mul", [cx.one("log", [x]), cx.const(1.0 / math.log(base), like=x)])
+
+
+_register_log_base("log2", 2.0)
+_register_log_base("log10", 10.0)
 
 
 @aten("remainder")
