@@ -375,6 +375,16 @@ def test_reductions_propagate_nan_and_handle_empty():
         torch.max(torch.zeros(0).ve())
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_full_sums_of_large_tensors(dtype):
+    """Above 65536 elements a full sum or mean is split over the cores (partial sums added in thread order)."""
+    a = Operand(make((400, 300), dtype, 65), lambda t: t.t()[:, 1:])  # non-contiguous, 119,600 elements
+    check(torch.sum, a)
+    check(lambda t: t.sum(dim=(0, 1), keepdim=True), a)
+    if dtype.is_floating_point:
+        check(torch.mean, a)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_cat(dtype):
     a = Operand(make((2, 3, 4), dtype, 71))

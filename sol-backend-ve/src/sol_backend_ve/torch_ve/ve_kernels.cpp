@@ -10,6 +10,7 @@
 
 extern "C" int omp_get_num_threads(void);
 extern "C" int omp_get_thread_num(void);
+extern "C" int omp_get_max_threads(void);
 
 namespace {
 
@@ -396,11 +397,44 @@ template <class A> void reduce_one(const sol_ve_reduction& d, i64 outer) {
     }
 }
 
+// A sum (or mean) of the whole tensor: rows split over the cores, partial sums added in thread order (the same
+// result for the same thread count).
+template <class A> void sum_all(const sol_ve_reduction& d) {
+    constexpr int kMaxThreads = 256;
+    i64 count = 1;
+    for (i64 dim = 0; dim < d.inner_ndim; ++dim) count *= d.inner_sizes[dim];
+    const i64 n0 = d.inner_ndim > 0 ? d.inner_sizes[0] : 1, s0 = d.inner_ndim > 0 ? d.inner_strides[0] : 0;
+    const i64 rows = n0 > 0 ? count / n0 : 0;
+    A partial[kMaxThreads];
+    int used = 1;
+    const int wanted = omp_get_max_threads() < kMaxThreads ? omp_get_max_threads() : kMaxThreads;
+#pragma omp parallel num_threads(wanted)
+    {
+        const i64 threads = omp_get_num_threads(), me = omp_get_thread_num();
+        const i64 chunk = (rows + threads - 1) / threads;
+        const i64 begin = me * chunk, end = begin + chunk < rows ? begin + chunk : rows;
+        A acc = A(0);
+        for (i64 row = begin; row < end; ++row) {
+            i64 at = d.inner_ndim > 1 ? offset_of(row, d.inner_ndim - 1, d.inner_sizes + 1, d.inner_strides + 1) : 0;
+            for (i64 i = 0; i < n0; ++i) acc += load<A>(d.in, at + i * s0);
+        }
+        partial[me] = acc;
+        if (me == 0) used = int(threads);
+    }
+    A total = A(0);
+    for (int t = 0; t < used; ++t) total += partial[t];
+    if (d.op == SOL_VE_MEAN) total = total / A(count);
+    store<A>(d.out, 0, total);
+}
+
 template <class A> void reduction(const sol_ve_reduction& d) {
     i64 outer = 1;
     for (i64 dim = 0; dim < d.outer_ndim; ++dim) outer *= d.outer_sizes[dim];
     if (outer == 1) {
-        reduce_one<A>(d, 0);
+        i64 count = 1;
+        for (i64 dim = 0; dim < d.inner_ndim; ++dim) count *= d.inner_sizes[dim];
+        if ((d.op == SOL_VE_SUM || d.op == SOL_VE_MEAN) && count >= 65536) sum_all<A>(d);
+        else reduce_one<A>(d, 0);
         return;
     }
 #pragma omp parallel for
