@@ -47,15 +47,16 @@ def case_id(case: tuple) -> str:  # type: ignore[type-arg]
 class Recurrent(nn.Module):
     """One recurrent module; returns (output, h_n[, c_n]) as separate tensors (the states may be inputs)."""
 
-    def __init__(self, mode: str, layers: int, bidirectional: bool, batch_first: bool, bias: bool = True) -> None:
+    def __init__(self, mode: str, layers: int, bidirectional: bool, batch_first: bool, bias: bool = True,
+                 features: int = FEATURES, hidden: int = HIDDEN) -> None:
         super().__init__()
         options = {"num_layers": layers, "bidirectional": bidirectional, "batch_first": batch_first, "bias": bias}
         if mode == "lstm":
-            self.rnn: nn.RNNBase = nn.LSTM(FEATURES, HIDDEN, **options)
+            self.rnn: nn.RNNBase = nn.LSTM(features, hidden, **options)
         elif mode == "gru":
-            self.rnn = nn.GRU(FEATURES, HIDDEN, **options)
+            self.rnn = nn.GRU(features, hidden, **options)
         else:
-            self.rnn = nn.RNN(FEATURES, HIDDEN, nonlinearity=mode.removeprefix("rnn_"), **options)
+            self.rnn = nn.RNN(features, hidden, nonlinearity=mode.removeprefix("rnn_"), **options)
         self.cell = mode == "lstm"
 
     def forward(self, x: torch.Tensor, *states: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -64,14 +65,20 @@ class Recurrent(nn.Module):
         return (y, *final) if self.cell else (y, final)
 
 
-def make_case(case: tuple, seed: int = 0) -> tuple[Recurrent, list[torch.Tensor]]:  # type: ignore[type-arg]
+#: (batch, steps, features, hidden) of the small cases
+SMALL = (BATCH, STEPS, FEATURES, HIDDEN)
+
+
+def make_case(case: tuple, sizes: tuple[int, int, int, int] = SMALL,  # type: ignore[type-arg]
+              seed: int = 0) -> tuple[Recurrent, list[torch.Tensor]]:
     mode, layers, bidirectional, batch_first, states = case
+    batch, steps, features, hidden = sizes
     torch.manual_seed(seed)
-    model = Recurrent(mode, layers, bidirectional, batch_first)
-    x = torch.randn(BATCH, STEPS, FEATURES) if batch_first else torch.randn(STEPS, BATCH, FEATURES)
+    model = Recurrent(mode, layers, bidirectional, batch_first, features=features, hidden=hidden)
+    x = torch.randn(batch, steps, features) if batch_first else torch.randn(steps, batch, features)
     inputs = [x]
     if states:
-        shape = (layers * (2 if bidirectional else 1), BATCH, HIDDEN)
+        shape = (layers * (2 if bidirectional else 1), batch, hidden)
         inputs += [torch.randn(shape) * 0.5 for _ in range(2 if mode == "lstm" else 1)]
     return model, inputs
 
@@ -97,8 +104,8 @@ def weighted_loss(outputs: tuple[torch.Tensor, ...], factors: list[torch.Tensor]
     return sum((o * f.to(o.dtype)).sum() for o, f in zip(outputs, factors, strict=True))  # type: ignore[return-value]
 
 
-def check_inference(case: tuple) -> None:  # type: ignore[type-arg]
-    model, inputs = make_case(case)
+def check_inference(case: tuple, sizes: tuple[int, int, int, int] = SMALL) -> None:  # type: ignore[type-arg]
+    model, inputs = make_case(case, sizes)
     model.eval()
     sol_model = sol.optimize(model, *inputs)
     exact_model = copy.deepcopy(model).double()
@@ -119,8 +126,8 @@ def one_backward(model: nn.Module, inputs: list[torch.Tensor]) -> tuple[list[tor
     return [t.grad for t in leaves], grads  # type: ignore[misc]
 
 
-def check_training(case: tuple) -> None:  # type: ignore[type-arg]
-    model, inputs = make_case(case)
+def check_training(case: tuple, sizes: tuple[int, int, int, int] = SMALL) -> None:  # type: ignore[type-arg]
+    model, inputs = make_case(case, sizes)
     model.train()
     eager, exact = copy.deepcopy(model), copy.deepcopy(model).double()
     sol_model = sol.optimize(model, *[t.clone().requires_grad_(True) for t in inputs]).train()
@@ -151,6 +158,31 @@ def test_gradients_match_eager(case: tuple) -> None:  # type: ignore[type-arg]
 def test_every_configuration_matches_eager(case: tuple) -> None:  # type: ignore[type-arg]
     check_inference(case)
     check_training(case)
+
+
+#: batch 8, 7 steps, 24 features, 40 hidden units: every step's GEMM is worth threads (8 * 40 * 160 multiply-adds
+#: for an LSTM) and splits into blocks of 64 gate columns with a partial last one
+LARGER = (8, 7, 24, 40)
+
+
+@pytest.mark.parametrize("mode", ["lstm", pytest.param("gru", marks=pytest.mark.slow),
+                                  pytest.param("rnn_tanh", marks=pytest.mark.slow)])
+def test_larger_layers_run_their_steps_on_threads(mode: str) -> None:
+    """SOL's own loop (``x86::onednn_rnn`` off for inference) and its gradients where a step uses the threads."""
+    from sol.codegen.kernels.recurrent import PARALLEL_STEP_WORK
+
+    batch, _, _, hidden = LARGER
+    gates = {"lstm": 4, "gru": 3, "rnn_tanh": 1}[mode]
+    if mode != "rnn_tanh":  # a vanilla RNN's one gate stays below the threshold: its steps run on one thread
+        assert batch * hidden * gates * hidden >= PARALLEL_STEP_WORK
+    case = (mode, 1, True, True, True)
+    previous = sol.config["x86::onednn_rnn"]
+    sol.config["x86::onednn_rnn"] = False
+    try:
+        check_inference(case, LARGER)
+    finally:
+        sol.config["x86::onednn_rnn"] = previous
+    check_training(case, LARGER)
 
 
 def test_any_batch_size_and_unbatched_sequences() -> None:
