@@ -19,6 +19,7 @@ from sol.ir import Dim, Graph, Purpose, Size, Tensor, as_size
 from torch.export.graph_signature import InputKind
 
 from .aten import HANDLERS, IGNORED, SIZE_OPS, Context
+from .aten.views import VIEW_WRITES, write_into_view
 from .capture import Capture
 from .symbols import SizeMapper
 
@@ -66,6 +67,12 @@ class Converter(Context):
         self.mutations: dict[str, Tensor] = {}
         self._rng: Tensor | None = None
         self._streams = 0
+        #: view node -> the node it views (slices, selects, reshapes, permutes): where an in-place write goes too
+        self.views: dict[torch.fx.Node, torch.fx.Node] = {}
+        #: placeholder node -> the parameter or buffer it is (what a write into it updates)
+        self.state: dict[torch.fx.Node, Tensor] = {}
+        #: views whose base was written after they were taken
+        self.stale: set[torch.fx.Node] = set()
 
     def mutate(self, state: Tensor, value: Tensor) -> None:
         names = [n for n, t in self.graph.params.items() if t is state]
@@ -121,7 +128,7 @@ class Converter(Context):
                     self.env[node] = self._user_input(node, user_index)
                     user_index += 1
                 else:
-                    self.env[node] = self._state(node, spec.kind, spec.target)
+                    self.env[node] = self.state[node] = self._state(node, spec.kind, spec.target)
             elif node.op == "call_function":
                 self.where = self._layer_name(node)
                 self.env[node] = self._call(node)
@@ -173,6 +180,8 @@ class Converter(Context):
 
     def _resolve(self, value: Any) -> Any:
         if isinstance(value, torch.fx.Node):
+            if value in self.stale:
+                self._view_again(value)
             return self.env[value]
         if isinstance(value, (list, tuple)):
             return type(value)(self._resolve(v) for v in value)
@@ -207,11 +216,55 @@ class Converter(Context):
         except SolUnsupportedError as error:
             raise SolUnsupportedError(f"{key} in {module_path(node)}: {error}") from None
         if in_place(key) and args and isinstance(args[0], Tensor) and isinstance(node.args[0], torch.fx.Node):
-            # In-place op: later readers of the mutated tensor must see the new value.
-            self.env[node.args[0]] = result
-            if args[0].kind == "param" and isinstance(result, Tensor):
-                self.mutate(args[0], result)  # a buffer update, e.g. BatchNorm's num_batches_tracked += 1
+            # In-place op: later readers of the mutated tensor, and of the tensors it is a view of, see the new value.
+            result = self._check(node, key, result)
+            self._write(node.args[0], result)
+            self.views[node] = node.args[0]  # the op's result is its target: an alias of it
+            return result
+        if key in VIEW_WRITES:
+            self.views[node] = node.args[0]  # type: ignore[assignment]
         return self._check(node, key, result)
+
+    def _write(self, target: torch.fx.Node, value: Tensor) -> None:
+        """``target`` now holds ``value``: so do the tensors it views (a slice written in place updates its base),
+        up to the root; a buffer at the root records the model's write. Views of that root taken before the write
+        would hold stale values: one read later is taken again (`_view_again`)."""
+        chain = {target}
+        while True:
+            self.env[target] = value
+            if target in self.state:
+                self.mutate(self.state[target], value)  # a buffer update, e.g. BatchNorm's num_batches_tracked += 1
+            base = self.views.get(target)
+            if base is None:
+                break
+            value = write_into_view(self, target, self.env[base], value)
+            target = base
+            chain.add(target)
+        for view in self.views:
+            if view not in chain and self._root(view) is target:
+                self.stale.add(view)
+
+    def _view_again(self, view: torch.fx.Node) -> None:
+        """A view read after its base was written: taken again from the base's new value (what PyTorch's shared
+        memory gives)."""
+        self.stale.discard(view)
+        base = self._resolve(self.views[view])  # itself taken again first where it is a stale view
+        key = op_key(view.target)
+        if in_place(key):  # an in-place op's result is its target
+            self.env[view] = base
+            return
+        node, where = self.node, self.where
+        self.node, self.where = view, self._layer_name(view)
+        try:
+            args, kwargs = self._resolve(view.args[1:]), self._resolve(view.kwargs)
+            self.env[view] = self._check(view, key, HANDLERS[key](self, base, *args, **kwargs))
+        finally:
+            self.node, self.where = node, where
+
+    def _root(self, node: torch.fx.Node) -> torch.fx.Node:
+        while node in self.views:
+            node = self.views[node]
+        return node
 
     def _check(self, node: torch.fx.Node, key: str, result: Any) -> Any:
         val = node.meta.get("val")
