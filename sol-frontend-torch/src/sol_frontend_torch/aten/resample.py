@@ -1,4 +1,5 @@
-"""Interpolation (F.interpolate / nn.Upsample): nearest, nearest-exact, (bi/tri)linear and bicubic, 1-3 spatial dims.
+"""Interpolation (F.interpolate / nn.Upsample): nearest, nearest-exact, (bi/tri)linear and bicubic, 1-3 spatial dims,
+and bilinear/bicubic with antialias=True.
 
 Each spatial dim is resampled on its own (all these modes are separable): the source rows each output row reads and
 their weights depend only on the sizes, so they are computed here, with PyTorch's own index rules, and become
@@ -63,7 +64,44 @@ def taps(mode: str, size_in: int, size_out: int, align_corners: bool, scale: flo
         base = np.floor(source).astype(np.int64)
         index = np.clip(base[:, None] + np.arange(-1, 3)[None, :], 0, size_in - 1)
         return index, _cubic_weights(source - base)
+    if mode in ("linear-aa", "cubic-aa"):
+        return _antialiased_taps(mode, size_in, size_out, align_corners, scale)
     raise SolUnsupportedError(f"interpolation mode {mode!r} is not supported")
+
+
+def _aa_filter(mode: str, x: np.ndarray) -> np.ndarray:
+    """PyTorch's (Pillow's) antialiasing filters: the triangle, and Keys' cubic with a = -0.5."""
+    x = np.abs(x)
+    if mode == "linear-aa":
+        return np.where(x < 1, 1 - x, 0.0)
+    a = -0.5
+    return np.where(x < 1, ((a + 2) * x - (a + 3)) * x * x + 1,
+                    np.where(x < 2, (((x - 5) * x + 8) * x - 4) * a, 0.0))
+
+
+def _antialiased_taps(mode: str, size_in: int, size_out: int, align_corners: bool,
+                      scale: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """antialias=True: when shrinking, the filter widens by the scale (PyTorch's _compute_weights_aa), so every
+    input row contributes; the taps per output row vary, the shorter rows are padded with zero weights."""
+    step = _source_scale(size_in, size_out, align_corners, scale)
+    width = 2 if mode == "linear-aa" else 4
+    support = width * 0.5 * step if step >= 1.0 else width * 0.5
+    invscale = 1.0 / step if step >= 1.0 else 1.0
+    rows = []
+    for i in range(size_out):
+        center = step * (i + 0.5)
+        low = max(int(center - support + 0.5), 0)
+        count = min(int(center + support + 0.5), size_in) - low
+        weights = _aa_filter(mode, (np.arange(count) + low - center + 0.5) * invscale)
+        total = weights.sum()
+        rows.append((low + np.arange(count), weights / total if total != 0 else weights))
+    most = max(len(r[0]) for r in rows)
+    index = np.zeros((size_out, most), dtype=np.int64)
+    weight = np.zeros((size_out, most))
+    for i, (idx, w) in enumerate(rows):
+        index[i, :len(idx)], weight[i, :len(w)] = idx, w
+        index[i, len(idx):] = idx[-1] if len(idx) else 0
+    return index, weight
 
 
 def _resample_axis(cx: Context, x: Tensor, d: int, size_out: int, mode: str, align_corners: bool,
@@ -71,7 +109,8 @@ def _resample_axis(cx: Context, x: Tensor, d: int, size_out: int, mode: str, ali
     size_in = x.shape[d]
     if not isinstance(size_in, int):
         raise SolUnsupportedError("interpolating along the wildcard batch dimension is not supported")
-    if size_in == size_out and (mode.startswith("nearest") or align_corners or scale in (None, 1.0)):
+    if size_in == size_out and (mode.startswith("nearest") or align_corners or scale in (None, 1.0)) \
+            and not mode.endswith("-aa"):
         return x
     if mode == "nearest" and size_out % size_in == 0 and (scale is None or scale == size_out // size_in):
         factor = size_out // size_in  # each row repeated: a broadcast, no gather
@@ -139,3 +178,5 @@ _register("upsample_linear1d", "linear", 1, aligned=True)
 _register("upsample_bilinear2d", "linear", 2, aligned=True)
 _register("upsample_trilinear3d", "linear", 3, aligned=True)
 _register("upsample_bicubic2d", "cubic", 2, aligned=True)
+_register("_upsample_bilinear2d_aa", "linear-aa", 2, aligned=True)
+_register("_upsample_bicubic2d_aa", "cubic-aa", 2, aligned=True)

@@ -238,3 +238,31 @@ def _batch_sized_fill(cx: Context, args: Any, kwargs: Any) -> float | None:
         return 0.0 if "zeros" in kind else 1.0
     value = kwargs.get("fill_value", args[at] if len(args) > at else None)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+@aten("im2col")
+def im2col(cx: Context, x: Tensor, kernel_size: list[int], dilation: list[int], padding: list[int],
+           stride: list[int]) -> Tensor:
+    """F.unfold: every kernel position's (strided, dilated) window of the padded input, stacked into channels
+    c * (kh * kw) + ki * kw + kj, the output positions flattened row-major."""
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (tuple(int(v) for v in a) for a in (kernel_size, dilation, padding, stride))
+    if x.rank not in (3, 4):
+        raise SolUnsupportedError(f"unfold of a rank-{x.rank} tensor is not supported (3-d or 4-d)")
+    batched = x.rank == 4
+    if not batched:
+        x = cx.one("reshape", [x], {"shape": (1, *x.shape)})
+    n, c, h, w = x.shape
+    if not isinstance(h, int) or not isinstance(w, int):
+        raise SolUnsupportedError("unfold along the wildcard batch dimension is not supported")
+    if ph or pw:
+        x = cx.one("pad", [x], {"pads": ((0, 0), (0, 0), (ph, ph), (pw, pw)), "mode": "constant", "value": 0.0})
+    oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    windows = []
+    for i in range(kh):
+        rows = cx.one("slice", [x], {"axis": 2, "start": i * dh, "stop": i * dh + (oh - 1) * sh + 1, "step": sh})
+        for j in range(kw):
+            window = cx.one("slice", [rows], {"axis": 3, "start": j * dw, "stop": j * dw + (ow - 1) * sw + 1,
+                                               "step": sw})
+            windows.append(cx.one("reshape", [window], {"shape": (n, c, 1, oh, ow)}))
+    stacked = windows[0] if len(windows) == 1 else cx.one("concat", windows, {"axis": 2})
+    return cx.one("reshape", [stacked], {"shape": cx.meta_shape()})
