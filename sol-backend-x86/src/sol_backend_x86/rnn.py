@@ -48,7 +48,11 @@ def accepts(layer: Layer) -> bool:
     if any(t.dtype != "float32" for t in [*layer.inputs, *layer.outputs]):
         return False
     x = layer.inputs[0]
-    return layer.attrs.get("mode") in MODES and all(isinstance(s, int) for s in (x.shape[0], x.shape[2]))
+    if layer.attrs.get("mode") not in MODES or not all(isinstance(s, int) for s in (x.shape[0], x.shape[2])):
+        return False
+    # the weights are packed once per prepare: they must be the model's own (the planner keeps an accepted layer
+    # whole, and SOL's loop only runs split layers)
+    return all(layer.inputs[i].kind in ("param", "const") for i in static_inputs(layer))
 
 
 def static_inputs(layer: Layer) -> Sequence[int]:
