@@ -253,3 +253,25 @@ def test_projections_are_a_clear_error() -> None:
     model = nn.LSTM(FEATURES, HIDDEN, proj_size=2).eval()
     with pytest.raises(SolUnsupportedError, match="proj_size"):
         sol.optimize(model, torch.randn(STEPS, BATCH, FEATURES))
+
+
+def test_torch_compile_with_rnn_capture_allowed() -> None:
+    """TorchDynamo leaves RNN modules to eager unless ``allow_rnn``; with it the layer reaches SOL's backend."""
+    import torch._dynamo
+
+    torch.manual_seed(4)
+    model = Tagger().eval()
+    x = torch.randn(2, STEPS, FEATURES)
+    sol_backend = torch._dynamo.lookup_backend("sol")
+    seen: list[str] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]):  # type: ignore[no-untyped-def]
+        seen.extend(str(node.target) for node in gm.graph.nodes)
+        return sol_backend(gm, example_inputs)
+
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(allow_rnn=True), torch.no_grad():
+        compiled = torch.compile(model, backend=backend)
+        torch.testing.assert_close(compiled(x), model(x), rtol=RTOL, atol=ATOL)
+    torch._dynamo.reset()
+    assert any("lstm" in target for target in seen), seen
