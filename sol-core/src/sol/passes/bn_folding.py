@@ -40,23 +40,35 @@ def batch_norm_scale(graph: Graph, bn: Layer, where: str) -> Tensor:
 def _fold(graph: Graph, producer: Layer, bn: Layer) -> None:
     x, w = producer.inputs[0], producer.inputs[1]
     bias = producer.inputs[2] if len(producer.inputs) > 2 else None
-    mean = bn.inputs[1]
-    beta = bn.inputs[4] if len(bn.inputs) > 4 else None
     out_channels = int(w.shape[0])
     where = bn.name or producer.name
     folded: dict[str, Tensor] = {}
 
     def build() -> None:
-        scale = batch_norm_scale(graph, bn, where)
+        # float32 folds in double precision (once, in prepare): the folded weights are then the exact products
+        # rounded once, so folding adds no more error than one rounding of each weight and bias
+        wide = "float64" if w.dtype == "float32" else w.dtype
+
+        def widened(t: Tensor) -> Tensor:
+            return t if t.dtype == wide else graph.add_layer("cast", [t], {"dtype": wide}, name=f"{where}.fold_wide")[0]
+
+        def narrowed(t: Tensor) -> Tensor:
+            return t if t.dtype == w.dtype else graph.add_layer("cast", [t], {"dtype": w.dtype},
+                                                                  name=f"{where}.fold_narrow")[0]
+
+        wide_bn = Layer(bn.op, [bn.inputs[0]] + [widened(t) for t in bn.inputs[1:]], bn.outputs, bn.attrs, bn.name)
+        scale = batch_norm_scale(graph, wide_bn, where)
         shape = (out_channels,) + (1,) * (w.rank - 1)
         (scale_w,) = graph.add_layer("reshape", [scale], {"shape": shape}, name=f"{where}.fold_scale_w")
-        (folded["w"],) = graph.add_layer("mul", [w, scale_w], name=f"{where}.fold_weight")
-        (centered,) = (graph.add_layer("sub", [bias, mean], name=f"{where}.fold_center") if bias is not None
-                       else graph.add_layer("neg", [mean], name=f"{where}.fold_center"))
+        (weight,) = graph.add_layer("mul", [widened(w), scale_w], name=f"{where}.fold_weight")
+        folded["w"] = narrowed(weight)
+        wide_mean = wide_bn.inputs[1]
+        (centered,) = (graph.add_layer("sub", [widened(bias), wide_mean], name=f"{where}.fold_center") if bias is not None
+                       else graph.add_layer("neg", [wide_mean], name=f"{where}.fold_center"))
         (b,) = graph.add_layer("mul", [centered, scale], name=f"{where}.fold_bias_scale")
-        if beta is not None:
-            (b,) = graph.add_layer("add", [b, beta], name=f"{where}.fold_bias")
-        folded["b"] = b
+        if len(wide_bn.inputs) > 4:  # beta
+            (b,) = graph.add_layer("add", [b, wide_bn.inputs[4]], name=f"{where}.fold_bias")
+        folded["b"] = narrowed(b)
 
     insert_before(graph, producer, new_layers(graph, build))
     producer.inputs = [x, folded["w"], folded["b"]]
