@@ -75,6 +75,9 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...], set[str]]] 
                                  torch.true_divide(x, 2.0), torch.floor_divide(x, 0.3), torch.greater(x, y),
                                  torch.greater_equal(x, 0.1), torch.less(x, y), torch.less_equal(x, y),
                                  torch.not_equal(x, y)), (x4, y4), {"mul", "sub", "div", "gt", "ne"}),
+    "addcmul_addcdiv_lerp": (lambda m, x, y: (torch.addcmul(x, x, y, value=0.5), torch.addcdiv(y, x, y.abs() + 1),
+                                          torch.lerp(x, y, 0.3), torch.lerp(x, y, y.sigmoid())), (x4, y4),
+                             {"mul", "div", "sub"}),
     "unary_extra": (lambda m, x: (torch.square(x), F.mish(x), torch.trunc(x * 3), torch.fix(x * 3),
                                   torch.log2(x.abs() + 0.1), torch.log10(x.abs() + 0.1)), (x4,), {"softplus", "floor"}),
     "batch_norm_batch_statistics": (

@@ -136,6 +136,23 @@ def floor_divide(cx: Context, a: Any, b: Any) -> Tensor:
     return div(cx, a, b, rounding_mode="floor")
 
 
+@aten("addcmul", "addcdiv")
+def addc(cx: Context, x: Tensor, a: Any, b: Any, *, value: Any = 1) -> Tensor:
+    """x + value * a * b (addcmul), x + value * a / b (addcdiv)."""
+    name = cx.node.target.__name__.split(".")[0].removesuffix("_")  # type: ignore[union-attr]
+    term = cx.one("mul" if name == "addcmul" else "div", [_operand(cx, a), _operand(cx, b)])
+    if value != 1:
+        term = cx.one("mul", [term, cx.const(value, like=x)])
+    return cx.one("add", [x, term])
+
+
+@aten("lerp")
+def lerp(cx: Context, start: Tensor, end: Any, weight: Any) -> Tensor:
+    """start + weight * (end - start)."""
+    step = cx.one("mul", [_operand(cx, weight), cx.one("sub", [_operand(cx, end), start])])
+    return cx.one("add", [start, step])
+
+
 @aten("square")
 def square(cx: Context, x: Tensor) -> Tensor:
     return cx.one("mul", [x, x])
