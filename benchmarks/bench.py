@@ -259,11 +259,7 @@ class Worker:
 
     def _build_torch(self) -> None:
         torch = self.torch
-        from sol_frontend_torch.zoo import build
-
-        model, example = build(self.spec["model"])
-        torch.manual_seed(1)
-        self.x = torch.randn((self.spec["batch"], *example.shape[1:]))
+        model, self.x = build_model(self.spec["model"], self.spec["batch"])
         self.model = model
         if self.spec["mode"] == "inference":
             with torch.no_grad():
@@ -620,12 +616,10 @@ def sol_cached_main(spec_path: str) -> None:
         worker._build_onnx()
         model, inputs = spec["onnx"], list(worker.inputs.values())
     else:
-        from sol_frontend_torch.zoo import build
-
-        model, example = build(spec["model"])
+        model, x = build_model(spec["model"], spec["batch"])
         if spec["mode"] == "training":
             model.train()
-        inputs = [torch.randn((spec["batch"], *example.shape[1:]))]
+        inputs = [x]
     before = _cache_entries()
     start = time.perf_counter()
     sol.optimize(model, *inputs, precision=spec.get("precision", "fp32"))
@@ -635,6 +629,20 @@ def sol_cached_main(spec_path: str) -> None:
     if built:  # the key differed from the cold compile's (e.g. SOL's code changed in between): not a cached load
         report["compile_cached_error"] = f"cache miss: sol.optimize built {len(built)} new entr(y/ies) instead of loading"
     print(json.dumps(report))
+
+
+def build_model(name: str, batch: int) -> tuple[Any, Any]:
+    """A zoo model with a random input of ``batch`` (seeded), or a language model of zoo.TEXT_MODELS with random
+    token ids."""
+    import torch
+    from sol_frontend_torch.zoo import TEXT_MODELS, build, build_text
+
+    if name in TEXT_MODELS:
+        torch.manual_seed(1)
+        return build_text(name, batch)
+    model, example = build(name)
+    torch.manual_seed(1)
+    return model, torch.randn((batch, *example.shape[1:]))
 
 
 def _build_sol_reader() -> None:
@@ -900,7 +908,8 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=DEFAULT_MODELS,
-                        help=f"comma-separated zoo models, 'all', or 'fast' (all but the slow set); default {DEFAULT_MODELS}")
+                        help=f"comma-separated zoo models, 'all', or 'fast' (all but the slow set), and language models "
+                             f"(bert_base, gpt2_small: token ids of 128); default {DEFAULT_MODELS}")
     parser.add_argument("--onnx", action="append", default=[], metavar="PATH",
                         help="benchmark an .onnx file instead (SOL, ONNX Runtime, OpenVINO); repeatable")
     parser.add_argument("--batch", default=None,
@@ -951,7 +960,9 @@ def main(argv: list[str] | None = None) -> int:
             names = [m for m in MODELS if m not in SLOW]
         else:
             names = parse_list(args.models)
-            unknown = [m for m in names if m not in MODELS]
+            from sol_frontend_torch.zoo import TEXT_MODELS
+
+            unknown = [m for m in names if m not in MODELS and m not in TEXT_MODELS]
             if unknown:
                 parser.error(f"unknown model(s) {', '.join(unknown)}; the zoo has {', '.join(MODELS)}")
         targets = [(name, None) for name in names]

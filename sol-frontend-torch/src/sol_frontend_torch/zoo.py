@@ -147,3 +147,44 @@ def build(name: str) -> tuple[torch.nn.Module, torch.Tensor]:
     randomize_zero_linears(model)
     calibrate_batch_norms(model, shape)
     return model.eval(), torch.randn(shape)
+
+
+class LastHiddenState(torch.nn.Module):
+    """A transformers model called with token ids alone, returning its last hidden state: one tensor in and one
+    out, the form every benchmark peer (ONNX Runtime, OpenVINO) takes too."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(ids).last_hidden_state
+
+
+def _transformers(model_type: str, **config: Any) -> Callable[[], torch.nn.Module]:
+    def build_text() -> torch.nn.Module:
+        try:
+            import_torchvision()  # transformers imports torchvision where it is installed
+        except ImportError:
+            pass
+        transformers = importlib.import_module("transformers")
+        return LastHiddenState(transformers.AutoModel.from_config(transformers.AutoConfig.for_model(model_type, **config)))
+
+    build_text.__name__ = model_type
+    return build_text
+
+
+#: language models for the benchmarks (transformers' default configurations, random weights; nothing downloaded):
+#: name -> (constructor, token-id shape with a batch of 1, vocabulary size)
+TEXT_MODELS: dict[str, tuple[Callable[[], torch.nn.Module], tuple[int, int], int]] = {
+    "bert_base": (_transformers("bert"), (1, 128), 30522),  # BERT-base: 12 layers, hidden 768, 12 heads
+    "gpt2_small": (_transformers("gpt2", use_cache=False), (1, 128), 50257),  # GPT-2 small: 12 layers, 768, 12 heads
+}
+
+
+def build_text(name: str, batch: int = 1) -> tuple[torch.nn.Module, torch.Tensor]:
+    """A language model of TEXT_MODELS in eval mode and random token ids of ``batch`` sequences."""
+    constructor, shape, vocabulary = TEXT_MODELS[name]
+    torch.manual_seed(0)
+    model = constructor().eval()
+    return model, torch.randint(0, vocabulary, (batch, shape[1]))
