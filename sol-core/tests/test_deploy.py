@@ -278,3 +278,45 @@ def test_static_link_flags_follow_the_undefined_symbols():
     assert libraries_for(["memcpy", "posix_memalign"]) == []
     assert libraries_for(["dladdr", "expf", "GOMP_parallel", "_ZdlPv", "pthread_once"]) == [
         "-lgomp", "-lstdc++", "-lm", "-lpthread", "-ldl"]
+
+
+GLUE_WITH_INLINE_STATICS = r'''
+#pragma GCC visibility push(default)
+inline int& shared_counter() { static int count = 40; return count; }  // default visibility, like libstdc++'s
+#pragma GCC visibility pop
+struct Attr { int value; Attr() : value(1) {} };
+inline const Attr& default_attr() { static const Attr attr; return attr; }  // hidden, with a guard variable
+extern "C" int glue_call() { return ++shared_counter() + default_attr().value; }
+'''
+
+
+def test_static_library_localises_the_unique_symbols_of_its_objects(tmp_path):
+    """g++ makes the static locals of inline functions STB_GNU_UNIQUE, which objcopy does not localise by itself."""
+    from sol.codegen.standalone_build import build_library
+    from sol.records import DeployLibraries, DeployTarget
+
+    class Gxx(DeployTarget):
+        device_type = "hostcpu"
+        install_hint = "apt install g++"
+
+        def compiler(self):
+            return ["g++"]
+
+    glue = tmp_path / "glue.cpp"
+    glue.write_text(GLUE_WITH_INLINE_STATICS)
+    obj = tmp_path / "glue.o"
+    subprocess.run(["g++", "-O2", "-fPIC", "-fvisibility=hidden", "-c", str(glue), "-o", str(obj)], check=True)
+    unique = subprocess.run(["nm", "-P", "--defined-only", str(obj)], capture_output=True, text=True, check=True)
+    assert sum(line.split()[1] == "u" for line in unique.stdout.splitlines()) == 3  # two statics and a guard
+    source = tmp_path / "build" / "api.cpp"
+    source.parent.mkdir()
+    source.write_text('extern "C" int glue_call();\n'
+                      'extern "C" __attribute__((visibility("default"))) int api() { return glue_call(); }\n')
+    built = build_library(Gxx(), {}, source, tmp_path / "libapi.a", "static", ["api"], "libapi",
+                          DeployLibraries(objects=(obj,)))
+    assert built.symbols == ("api",)
+    main = tmp_path / "main.c"
+    main.write_text('int api(void);\nint main(void) { return api() == 42 ? 0 : 1; }\n')
+    subprocess.run(["gcc", str(main), str(built.path), *built.link_flags[1:], "-o", str(tmp_path / "main")],
+                   check=True)
+    assert subprocess.run([str(tmp_path / "main")], check=False).returncode == 0

@@ -7,9 +7,11 @@ library's glue may carry default-visibility C++ template instances) and with
 ``--as-needed``, so its DT_NEEDED entries are exactly the run-time libraries
 it uses. A static library's objects are first linked into one relocatable
 object, whose every global but the API is then made local
-(``objcopy --keep-global-symbols``), so only the API can clash with the
-application. Both are checked with ``nm``: a library that exports anything
-but the API is an error, not a warning. For a static library the libraries
+(``objcopy --keep-global-symbols``, after weakening the STB_GNU_UNIQUE
+symbols g++ gives the static locals of inline functions, which objcopy
+would leave global), so only the API can clash with the application. Both
+are checked with ``nm``: a library that exports anything but the API is an
+error, not a warning. For a static library the libraries
 to link are derived from its undefined symbols and proved by linking a
 small C program against it.
 """
@@ -109,6 +111,13 @@ def build_library(target: DeployTarget, options: Mapping[str, str], source: Path
         if extras.objects:  # one relocatable object, so that hidden cross-object references survive localising
             combined = work / (library.stem + ".combined.o")
             _run([*cxx, "-r", "-nostdlib", str(obj), *map(str, extras.objects), "-o", str(combined)], source, name)
+        # objcopy localises GLOBAL and WEAK symbols but leaves STB_GNU_UNIQUE ones as they are: g++ emits the static
+        # locals of inline functions from C++ headers (and their guard variables) as such, so weaken those first
+        unique = _unique_symbols(target, combined)
+        if unique:
+            weaken = work / "unique.txt"
+            weaken.write_text("\n".join(unique) + "\n")
+            _run([target.tool("objcopy"), f"--weaken-symbols={weaken}", str(combined)], source, name)
         keep = work / "api.txt"
         keep.write_text("\n".join(api) + "\n")
         _run([target.tool("objcopy"), f"--keep-global-symbols={keep}", str(combined)], source, name)
@@ -184,6 +193,12 @@ def _defined_symbols(target: DeployTarget, library: Path, dynamic: bool) -> list
     argv = [target.tool("nm"), "-P", "--defined-only", "-g"] + (["-D"] if dynamic else []) + [str(library)]
     return sorted({line.split()[0] for line in _output(argv) if line and not line.endswith(":")
                    and len(line.split()) >= 2})
+
+
+def _unique_symbols(target: DeployTarget, obj: Path) -> list[str]:
+    """The STB_GNU_UNIQUE symbols ``obj`` defines (``nm`` type ``u``), e.g. static locals of inline functions."""
+    rows = _output([target.tool("nm"), "-P", "--defined-only", str(obj)])
+    return sorted({row.split()[0] for row in rows if len(row.split()) >= 2 and row.split()[1] == "u"})
 
 
 def _undefined_symbols(target: DeployTarget, library: Path) -> list[str]:
