@@ -36,7 +36,7 @@ def _private_cache(sol_cache_dir):
     """Each run compiles afresh into a private cache (sol_cache_dir comes from sol.testing)."""
 
 
-def _build(name: str) -> tuple[torch.nn.Module, torch.Tensor]:
+def _build(name: str, **overrides: Any) -> tuple[torch.nn.Module, torch.Tensor]:
     from sol_frontend_torch.zoo import import_torchvision
 
     try:
@@ -47,7 +47,7 @@ def _build(name: str) -> tuple[torch.nn.Module, torch.Tensor]:
     kwargs, size = MODELS[name]
     image = {"img_size": size} if "img_size" in timm.create_model.__code__.co_varnames or size != 224 else {}
     torch.manual_seed(0)
-    model = timm.create_model(name, pretrained=False, num_classes=10, **{**image, **kwargs})
+    model = timm.create_model(name, pretrained=False, num_classes=10, **{**image, **kwargs, **overrides})
     return model, torch.randn(2, 3, size, size)
 
 
@@ -73,7 +73,9 @@ def test_inference_matches_eager(name: str) -> None:
 
 @pytest.mark.parametrize("name", GRADIENTS)
 def test_gradients_match_eager(name: str) -> None:
-    model, x = _build(name)
+    # stochastic depth draws its masks from SOL's generator in SOL and from torch's in eager (timm's Swin
+    # defaults to drop_path_rate=0.1): two independent draws, so the comparison is made without it
+    model, x = _build(name, drop_path_rate=0.0)
     reference = copy.deepcopy(model)
     model.train()
     reference.train()

@@ -264,6 +264,72 @@ def test_stochastic_depth_draws_reproducible_masks_with_correct_gradients(mode: 
         torch.testing.assert_close(sol_model.eval()(x), dense)  # eval mode: the identity
 
 
+class DropPathBlock(torch.nn.Module):
+    """Swin's residual block shape with timm's DropPath written out (``x.new_empty((B, 1, 1, 1)).bernoulli_(keep)``,
+    ``div_(keep)``, a product): channels-last (B, H, W, C) in, a LayerNorm + Linear branch, reshape to (B, H*W, C)
+    for a second dropped branch and back."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.keep = 1 - p
+        self.norm1, self.fc1 = torch.nn.LayerNorm(8), torch.nn.Linear(8, 8)
+        self.norm2, self.fc2 = torch.nn.LayerNorm(8), torch.nn.Linear(8, 8)
+        self.masks: list[torch.Tensor] | None = None  # eager: use these masks instead of drawing
+
+    def drop(self, x: torch.Tensor, k: int) -> torch.Tensor:
+        if self.masks is not None:
+            return x * self.masks[k].view(-1, *[1] * (x.dim() - 1)) / self.keep
+        if not self.training:
+            return x
+        mask = x.new_empty((x.shape[0],) + (1,) * (x.dim() - 1)).bernoulli_(self.keep)
+        return x * mask.div_(self.keep)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, H, W, C = x.shape
+        x = x + self.drop(self.fc1(self.norm1(x)), 0)
+        x = x.reshape(B, -1, C)
+        x = x + self.drop(self.fc2(self.norm2(x)), 1)
+        return x.reshape(B, H, W, C)
+
+
+def test_timm_drop_path_forward_and_gradients_match_eager_given_the_drawn_masks() -> None:
+    """A train-mode forward with stochastic depth is a random draw: SOL's generator and torch's draw different masks,
+    so the train output of timm's Swin (drop_path_rate 0.1 by default) differs from eager's where either drops a
+    branch. It is right when it equals eager given SOL's masks, read off SOL's output here, gradients too."""
+    torch.manual_seed(0)
+    model = DropPathBlock(0.5)
+    x = torch.randn(6, 4, 4, 8)
+    sol_model = sol.optimize(model, x).train()
+    combos = [torch.tensor(c) for c in ((0.0, 0.0), (0.0, 1.0), (1.0, 0.0), (1.0, 1.0))]
+    drawn = set()
+    for _ in range(4):
+        model.zero_grad()
+        xg = x.clone().requires_grad_(True)
+        out = sol_model(xg)
+        weight = torch.randn_like(out)
+        (out * weight).sum().backward()
+        got = [p.grad.clone() for p in model.parameters()] + [xg.grad]
+        eager = copy.deepcopy(model)
+        with torch.no_grad():  # each sample's (first, second) keep flags: the combination eager matches SOL with
+            candidates = []
+            for c in combos:
+                eager.masks = [c[0].expand(6), c[1].expand(6)]
+                candidates.append((eager(x) - out).reshape(6, -1).abs().amax(1))
+            chosen = torch.stack(candidates).argmin(0)
+        masks = torch.stack([combos[i] for i in chosen.tolist()], 1)
+        drawn.add(tuple(masks.flatten().tolist()))
+        eager.masks = [masks[0], masks[1]]
+        eager.zero_grad()
+        xg = x.clone().requires_grad_(True)
+        want = eager(xg)
+        torch.testing.assert_close(out, want.detach(), rtol=1e-5, atol=1e-5)
+        (want * weight).sum().backward()
+        for a, b in zip(got, [p.grad for p in eager.parameters()] + [xg.grad], strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert len(drawn) > 1  # each step draws anew, and some branches were dropped
+    assert any(0.0 in masks for masks in drawn)
+
+
 @pytest.mark.parametrize("name", ["efficientnet_b0", pytest.param("convnext_tiny", marks=pytest.mark.slow)])
 def test_stochastic_depth_models_train(name: str) -> None:
     """The zoo's models with StochasticDepth capture its empty + bernoulli_ in training mode and train."""
