@@ -128,6 +128,10 @@ def test_normalisations() -> None:
 
 @pytest.mark.parametrize(("op", "attrs"), [
     ("reshape", {"shape": (4, 6)}), ("permute", {"perm": (2, 0, 1)}), ("slice", {"axis": 2, "start": 1, "stop": 4, "step": 1}),
+    # strided (RoPE's x[..., ::2], x[..., 1::2]): the gradient interleaved with zeros, cut or padded to x's size
+    ("slice", {"axis": 2, "start": 0, "stop": 4, "step": 2}), ("slice", {"axis": 2, "start": 1, "stop": 4, "step": 2}),
+    ("slice", {"axis": 1, "start": 0, "stop": 3, "step": 2}), ("slice", {"axis": 2, "start": 1, "stop": 3, "step": 3}),
+    ("slice", {"axis": 2, "start": 0, "stop": 1, "step": 3}),
     ("pad", {"pads": ((0, 0), (1, 2), (0, 1)), "mode": "constant", "value": 0.5}), ("expand", {"shape": (3, 2, 3, 4)}),
     ("channel_shuffle", {"groups": 3}),
 ])

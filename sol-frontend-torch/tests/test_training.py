@@ -370,3 +370,36 @@ def test_float64_reference_helper_agrees_on_a_small_model() -> None:
     step_loss(sol_model(x)).backward()
     for p, q in zip(model.parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(p.grad.double(), q.grad, rtol=1e-3, atol=1e-5)
+
+
+class InterleavedRotary(torch.nn.Module):
+    """EVA-02's interleaved rotary embedding: x[..., ::2] and x[..., 1::2] (strided slices) rotated and interleaved
+    back, plus a slice with step 3 that leaves a tail of the last dim unread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(10, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.proj(x)
+        even, odd = x[..., ::2], x[..., 1::2]
+        rotated = torch.stack([-odd, even], -1).reshape(x.shape)
+        return x * 0.6 + rotated * 0.8 + x[..., 1:8:3].sum(-1, keepdim=True)
+
+
+def test_strided_slice_gradients_match_eager() -> None:
+    torch.manual_seed(0)
+    model = InterleavedRotary()
+    x = torch.randn(3, 4, 10)
+    reference = copy.deepcopy(model)
+    sol_model = sol.optimize(model, x).train()
+    xg, xr = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    weight = torch.randn(3, 4, 10)
+    out = sol_model(xg)
+    want = reference(xr)
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+    (out * weight).sum().backward()
+    (want * weight).sum().backward()
+    torch.testing.assert_close(xg.grad, xr.grad, rtol=1e-4, atol=1e-5)
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)

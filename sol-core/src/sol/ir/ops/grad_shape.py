@@ -67,12 +67,29 @@ def _slice(layer: Layer, grads: Grads, b: GradBuilder) -> Grads:
     axis = normalize_axis(layer.attrs["axis"], x.rank)
     start, stop, step = layer.attrs["start"], layer.attrs["stop"], int(layer.attrs["step"])
     size = x.shape[axis]
-    if step != 1 or not all(isinstance(v, int) for v in (start, stop, size)):
-        raise SolUnsupportedError(f"layer {layer.name!r}: the gradient of a slice with a step or along the batch "
-                                  "dim is not supported yet")
+    if not all(isinstance(v, int) for v in (start, stop, size)):
+        raise SolUnsupportedError(f"layer {layer.name!r}: the gradient of a slice along the batch dim is not "
+                                  "supported yet")
+    start, size = int(start), int(size)
+    g = dy
+    end = int(stop)
+    if step > 1:
+        # interleave dy with step - 1 zeros after each element: [.., n, ..] -> [.., n, 1, ..] padded to
+        # [.., n, step, ..] -> [.., n * step, ..], whose element k * step is dy's k; the zeros after the last one
+        # that run past x's end are cut
+        n = int(dy.shape[axis])
+        inner = tuple(dy.shape[axis + 1:])
+        g = b.one("reshape", [g], {"shape": (*dy.shape[:axis + 1], 1, *inner)})
+        spread = [(0, 0)] * (x.rank + 1)
+        spread[axis + 1] = (0, step - 1)
+        g = b.one("pad", [g], {"pads": tuple(spread), "mode": "constant", "value": 0.0})
+        g = b.one("reshape", [g], {"shape": (*dy.shape[:axis], n * step, *inner)})
+        end = min(start + n * step, size)
+        if end < start + n * step:
+            g = b.one("slice", [g], {"axis": axis, "start": 0, "stop": end - start, "step": 1})
     pads = [(0, 0)] * x.rank
-    pads[axis] = (int(start), int(size) - int(stop))
-    return [b.one("pad", [dy], {"pads": tuple(pads), "mode": "constant", "value": 0.0})]
+    pads[axis] = (start, size - end)
+    return [b.one("pad", [g], {"pads": tuple(pads), "mode": "constant", "value": 0.0})]
 
 
 @gradient("pad")
