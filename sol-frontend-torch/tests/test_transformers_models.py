@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import sol.pytorch as sol
 import torch
+import torch.utils._pytree as pytree
 from sol.errors import SolInputError
 from sol_frontend_torch.zoo import import_torchvision
 
@@ -95,3 +96,47 @@ def test_none_and_scalar_inputs_are_passed_again() -> None:
             optimized(x, None, 2.0, mask)
         with pytest.raises(SolInputError, match="input 1"):
             optimized(x, torch.zeros(1), 3.0, mask)
+
+
+def test_generation_with_a_cache_matches_eager() -> None:
+    """use_cache=True: the prefill returns transformers' DynamicCache, and decode steps that pass the growing cache
+    back (by keyword) run a model compiled per cache length; logits and greedy tokens match eager."""
+    transformers = _transformers()
+    config = transformers.AutoConfig.for_model("gpt2", **{**CONFIGS["gpt2"], "use_cache": True})
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    ids = torch.randint(3, VOCAB, (1, 8))
+    with torch.no_grad():
+        optimized = sol.optimize(model, ids)
+        want, got = model(ids), optimized(ids)
+        assert type(got.past_key_values) is type(want.past_key_values)
+        for step in range(3):
+            torch.testing.assert_close(got.logits, want.logits, rtol=RTOL, atol=ATOL, msg=f"step {step}")
+            for a, b in zip(pytree.tree_leaves(got.past_key_values), pytree.tree_leaves(want.past_key_values), strict=True):
+                torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL)
+            token = want.logits[:, -1].argmax(-1, keepdim=True)
+            assert torch.equal(token, got.logits[:, -1].argmax(-1, keepdim=True))
+            want = model(token, cache=want.past_key_values)
+            got = optimized(token, cache=got.past_key_values)
+        assert got.past_key_values.get_seq_length() == 11
+        with pytest.raises(SolInputError, match="no parameter of that name"):
+            optimized(ids, no_such_input=ids)
+
+
+class _Pairs(torch.nn.Module):
+    def forward(self, x, pair, scale=None):
+        y = x * pair[0] + pair[1]["bias"]
+        return y if scale is None else y * scale
+
+
+def test_container_inputs_and_keywords() -> None:
+    """A tuple holding a dict of tensors is flattened into the compiled graph's inputs; keyword arguments land in
+    forward's slots."""
+    model = _Pairs().eval()
+    x, w, b, s = torch.randn(2, 3), torch.randn(2, 3), torch.randn(3), torch.randn(2, 3)
+    with torch.no_grad():
+        optimized = sol.optimize(model, x, (w, {"bias": b}), s)
+        torch.testing.assert_close(optimized(x, (w, {"bias": b}), s), model(x, (w, {"bias": b}), s))
+        torch.testing.assert_close(optimized(x, pair=(2 * w, {"bias": b}), scale=s), model(x, (2 * w, {"bias": b}), s))
+        with pytest.raises(SolInputError, match="given by position and by keyword"):
+            optimized(x, (w, {"bias": b}), pair=(w, {"bias": b}))

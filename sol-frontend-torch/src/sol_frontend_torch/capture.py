@@ -12,6 +12,8 @@ from sol.errors import SolUnsupportedError
 from sol.inputs import InputSpec
 from torch.export import Dim, ExportedProgram
 
+from .structured import is_container, register_framework_pytrees
+
 DEFAULT_WILDCARD_BATCH = 2  # 1 would be specialised by torch.export (0/1 sizes are never symbolic)
 
 
@@ -47,10 +49,11 @@ def example_for(value: Any, batch_size: int | None) -> tuple[Any, int | None]:
         dtype = torch_dtype(value.dtype)
         example = torch.randn(shape, dtype=dtype) if dtype.is_floating_point else torch.zeros(shape, dtype=dtype)
         return example.requires_grad_(value.requires_grad and dtype.is_floating_point), wildcard
-    if isinstance(value, torch.Tensor) or isinstance(value, (int, float, bool)) or value is None:
+    if isinstance(value, torch.Tensor) or isinstance(value, (int, float, bool)) or value is None or is_container(value):
         return value, None
     raise SolUnsupportedError(f"model input of type {type(value).__name__} is not supported; pass a torch.Tensor, "
-                              "a Python scalar or sol.input([...])")
+                              "a Python scalar, sol.input([...]) or a container of tensors torch.export can flatten "
+                              "(torch.utils._pytree)")
 
 
 @contextlib.contextmanager
@@ -68,6 +71,7 @@ def capture(model: torch.nn.Module, inputs: Sequence[Any], batch_size: int | Non
             device: torch.device | None = None) -> Capture:
     """``device``: where the model's parameters are, when that is not where the example tensors are (a model moved
     to the VE after sol.optimize): torch.export runs the model there, so the examples move there."""
+    register_framework_pytrees(model)
     examples, wildcard = [], []
     for value in inputs:
         example, dim = example_for(value, batch_size)
@@ -77,6 +81,9 @@ def capture(model: torch.nn.Module, inputs: Sequence[Any], batch_size: int | Non
         wildcard.append(dim)
     dynamic: list[Any] = []
     batch = Dim("batch", min=1) if any(d is not None for d in wildcard) else None
+    if batch is not None and any(is_container(e) for e in examples):
+        raise SolUnsupportedError("a wildcard batch (sol.input) together with inputs that hold tensors (a cache, a "
+                                  "tuple) is not supported; give example tensors of the sizes to compile for")
     for example, dim in zip(examples, wildcard, strict=True):
         if isinstance(example, torch.Tensor):
             dynamic.append({dim: batch} if dim is not None else {})

@@ -32,8 +32,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from sol.graph_cache import source_tree_identity
 from sol.inputs import InputSpec
+
+from .structured import is_container
 
 #: attributes of torch.nn.Module's own bookkeeping: covered separately, or irrelevant to the graph
 _MODULE_INTERNALS = frozenset({
@@ -102,6 +105,9 @@ def _input(value: Any) -> str:
         return f"spec {value.shape!r} {value.dtype!r} {value.wildcard_dims!r} {value.requires_grad!r}"
     if isinstance(value, (int, float, bool)) or value is None:  # scalars are specialised into the graph
         return f"{type(value).__name__} {value!r}"
+    if is_container(value):  # its structure (class, keys, layout) and its tensors' types
+        leaves, spec = pytree.tree_flatten(value)
+        return f"tree {spec} [" + ", ".join(_input(leaf) for leaf in leaves) + "]"
     raise Unfingerprintable(f"input of type {type(value).__name__}")
 
 

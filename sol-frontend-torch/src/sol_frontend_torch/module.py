@@ -32,7 +32,7 @@ from sol.ir import BATCH, Size, solve_batch
 from sol.runtime.offload import TransferStats
 from sol.seeds import generation
 
-from . import autocast, native, native_reader
+from . import autocast, native, native_reader, structured
 from .capture import torch_dtype
 from .params import ParamSlots, assignments
 from .params import _count_assignment as count_assignment
@@ -87,6 +87,10 @@ class SolModule(torch.nn.Module):
         object.__setattr__(self, "_sol_rng", [generation(), 0])
         object.__setattr__(self, "_sol_spec_cache", {})  # see _spec_info
         object.__setattr__(self, "_sol_all_params", None)  # see _model_params
+        #: whether the model takes or returns a cache (generation): then one compiled model per input shapes
+        object.__setattr__(self, "_sol_grows", example is not None and structured.holds_cache(example[0], self._sol_output_spec))
+        object.__setattr__(self, "_sol_key", structured.signature_key(example[0]) if self._sol_grows else None)
+        object.__setattr__(self, "_sol_shape_variants", {})
         self.training = model.training
 
     @property
@@ -149,9 +153,11 @@ class SolModule(torch.nn.Module):
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _tensor_inputs(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        """The inputs the compiled model takes: without those that were None or Python scalars in sol.optimize's
-        example (torch.export specialised the graph to them), which must have the same values now."""
-        example = self._sol_example[0] if self._sol_example is not None else None
+        """The inputs the compiled model takes: containers (a cache, a tuple) replaced by their tensors, without those
+        that were None or Python scalars in sol.optimize's example (torch.export specialised the graph to them),
+        which must have the same values now."""
+        example = structured.flatten(self._sol_example[0]) if self._sol_example is not None else None
+        inputs = structured.flatten(inputs)
         if example is None or len(inputs) != len(example) or all(not _specialised(e) for e in example):
             return inputs
         kept = []
@@ -164,7 +170,13 @@ class SolModule(torch.nn.Module):
                                     "optimize it again for that value")
         return tuple(kept)
 
-    def forward(self, *inputs: Any) -> Any:
+    def forward(self, *inputs: Any, **kwargs: Any) -> Any:
+        example = self._sol_example[0] if self._sol_example is not None else ()
+        inputs = structured.positional(self._sol_model, inputs, kwargs, len(example))
+        if self._sol_grows:  # a model with a cache: one compiled model per input structure and shapes
+            variant = self._shape_variant(inputs)
+            if variant is not None:
+                return variant(*inputs)
         inputs = self._tensor_inputs(inputs)
         wants_grad = torch.is_grad_enabled() and (
             any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs)
@@ -193,6 +205,24 @@ class SolModule(torch.nn.Module):
         if wants_grad:
             outputs = self._attach_gradients(outputs, inputs, batch)
         return self._structure(outputs, self._sol_output_spec)
+
+    def _shape_variant(self, inputs: tuple[Any, ...]) -> SolModule | None:
+        """The model optimized for these inputs' structure and shapes (None: the ones it was optimized for)."""
+        key = structured.signature_key(inputs)
+        if key == self._sol_key:
+            return None
+        variants = self._sol_shape_variants
+        variant = variants.get(key)
+        if variant is None:
+            from sol.compiler import optimize
+
+            if len(variants) >= 64:  # a long generation: the oldest lengths are not asked for again
+                variants.pop(next(iter(variants)))
+            variant = variants[key] = optimize(self._sol_model, *inputs, device=getattr(self._sol_compiled, "device", None),
+                                               precision=getattr(self._sol_compiled, "precision", "fp32"))
+            object.__setattr__(variant, "_sol_shape_variants", variants)  # one table for all of them
+        variant.train(self.training)
+        return variant
 
     # -- native offloading: the framework's own device tensors ----------------------------------------------------
     def _native_target(self, inputs: Sequence[Any]) -> str | None:
