@@ -78,6 +78,9 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...], set[str]]] 
     "addcmul_addcdiv_lerp": (lambda m, x, y: (torch.addcmul(x, x, y, value=0.5), torch.addcdiv(y, x, y.abs() + 1),
                                           torch.lerp(x, y, 0.3), torch.lerp(x, y, y.sigmoid())), (x4, y4),
                              {"mul", "div", "sub"}),
+    "diff": (lambda m, x: (torch.diff(x), torch.diff(x, n=2, dim=1), torch.diff(x, dim=2, prepend=x[:, :, :1] * 2,
+                                                                          append=x[:, :, -2:]), torch.diff(x > 0)),
+             (x4,), {"sub", "ne"}),
     "unary_extra": (lambda m, x: (torch.square(x), F.mish(x), torch.trunc(x * 3), torch.fix(x * 3),
                                   torch.log2(x.abs() + 0.1), torch.log10(x.abs() + 0.1)), (x4,), {"softplus", "floor"}),
     "batch_norm_batch_statistics": (

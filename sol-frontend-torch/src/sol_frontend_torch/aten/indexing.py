@@ -251,3 +251,22 @@ def roll(cx: Context, x: Tensor, shifts: Any, dims: Any = ()) -> Tensor:
         head = cx.one("slice", [x], {"axis": d, "start": 0, "stop": size - k, "step": 1})
         x = cx.one("concat", [tail, head], {"axis": d})
     return x
+
+
+@aten("diff")
+def diff(cx: Context, x: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
+         append: Tensor | None = None) -> Tensor:
+    """torch.diff: x[1:] - x[:-1] along dim, n times, after prepending/appending; bools differ where they are not
+    equal (torch's xor)."""
+    d = axis(dim, x.rank)
+    parts = [t for t in (prepend, x, append) if t is not None]
+    if len(parts) > 1:
+        x = cx.one("concat", parts, {"axis": d})
+    for _ in range(int(n)):
+        size = x.shape[d]
+        if not isinstance(size, int):
+            raise SolUnsupportedError("diff along the wildcard batch dimension is not supported")
+        later = cx.one("slice", [x], {"axis": d, "start": 1, "stop": size, "step": 1})
+        earlier = cx.one("slice", [x], {"axis": d, "start": 0, "stop": size - 1, "step": 1})
+        x = cx.one("ne" if x.dtype == "bool" else "sub", [later, earlier])
+    return x
