@@ -70,7 +70,7 @@ def holds_cache(example: Sequence[Any], output_spec: Any) -> bool:
         spec = pending.pop()
         if spec.type is not None and spec.type.__name__.endswith("Cache"):
             return True
-        pending.extend(spec.children_specs)
+        pending.extend(spec.children() if hasattr(spec, "children") else spec.children_specs)
     return False
 
 
