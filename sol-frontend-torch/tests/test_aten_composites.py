@@ -141,3 +141,43 @@ def test_gradients_match_eager(sol_cache_dir: Any) -> None:
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-4)
     for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4, msg=name)
+
+
+class _Conv1D(torch.nn.Module):
+    """GPT-2's Conv1D (addmm with a [in, out] weight) and its tanh-GELU (x ** 3): compiled as a linear layer with
+    the weight transposed in prepare, and the cube as products, as PyTorch computes it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(6, 5) * 0.3)
+        self.bias = torch.nn.Parameter(torch.randn(5))
+        self.second = torch.nn.Parameter(torch.randn(5, 4) * 0.3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.addmm(self.bias, x.reshape(-1, 6), self.weight).reshape(*x.shape[:-1], 5)
+        h = 0.5 * h * (1.0 + torch.tanh(0.79788456 * (h + 0.044715 * torch.pow(h, 3.0))))
+        return (h ** 2) @ self.second
+
+
+def test_conv1d_as_linear(frontend: TorchFrontend, sol_cache_dir: Any) -> None:
+    import sol.pytorch as sol
+
+    model = _Conv1D()
+    x = torch.randn(2, 3, 6)
+    graph = frontend.parse(model.eval(), (x,))
+    ops = [layer.op for layer in graph.layers]
+    assert ops.count("linear") == 2 and "matmul" not in ops and "pow" not in ops, ops
+    optimized = sol.optimize(model, x)
+    optimized.train()
+    xs, xr = x.clone().requires_grad_(), x.clone().requires_grad_()
+    torch.testing.assert_close(optimized(xs), model(xr), rtol=1e-4, atol=1e-5)
+    optimized(xs).sum().backward()
+    model(xr).sum().backward()
+    torch.testing.assert_close(xs.grad, xr.grad, rtol=1e-4, atol=1e-5)
+    for p in model.parameters():  # the same parameters, accumulated twice: SOL's then eager's
+        assert p.grad is not None
+    reference = _Conv1D()
+    reference.load_state_dict(model.state_dict())
+    reference(x).sum().backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, 2 * q.grad, rtol=1e-4, atol=1e-5, msg=name)

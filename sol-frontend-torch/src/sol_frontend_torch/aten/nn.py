@@ -62,8 +62,22 @@ def linear(cx: Context, x: Tensor, weight: Tensor, bias: Tensor | None = None) -
     return cx.one("linear", [x, weight] + ([bias] if bias is not None else []))
 
 
+def _weight_like(a: Tensor, b: Tensor) -> bool:
+    """``a @ b`` with ``b`` a 2-d parameter: a Linear written as a product (GPT-2's Conv1D, x @ W)."""
+    return b.kind in ("param", "const") and b.rank == 2 and a.rank >= 2
+
+
+def _as_linear(cx: Context, a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
+    """x @ W (+ bias) as the linear layer it is: W transposed once (a parameter-only layer, so it runs in prepare,
+    again only when W changes), then the device's inner-product kernel with the bias fused."""
+    weight = cx.one("permute", [b], {"perm": (1, 0)})
+    return cx.one("linear", [a, weight] + ([bias] if bias is not None else []))
+
+
 @aten("mm", "bmm", "matmul")
 def matmul(cx: Context, a: Tensor, b: Tensor) -> Tensor:
+    if _weight_like(a, b):
+        return _as_linear(cx, a, b)
     return cx.one("matmul", [a, b])
 
 
@@ -73,7 +87,9 @@ def _scaled(cx: Context, t: Tensor, factor: float) -> Tensor:
 
 @aten("addmm", "baddbmm")
 def addmm(cx: Context, bias: Tensor, a: Tensor, b: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
-    product = _scaled(cx, cx.one("matmul", [a, b]), alpha)
+    if alpha == 1 and beta == 1 and _weight_like(a, b) and bias.rank == 1 and bias.kind in ("param", "const"):
+        return _as_linear(cx, a, b, bias)
+    product = _scaled(cx, matmul(cx, a, b), alpha)
     return cx.one("add", [product, _scaled(cx, bias, beta)]) if beta != 0 else product
 
 
