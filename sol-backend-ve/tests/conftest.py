@@ -76,3 +76,27 @@ def _fresh_version_cache():
     toolchain._version.cache_clear()
     yield
     toolchain._version.cache_clear()
+
+
+def _forget_devices() -> None:
+    """Probe results and opened runtimes are cached per process: earlier tests may have probed without the emulator."""
+    from sol.devices import forget
+    from sol.runtime.offload import forget_runtimes
+
+    forget_runtimes()
+    forget()
+
+
+@pytest.fixture(scope="module")
+def torch_ve_device():
+    """PyTorch's VE device on the emulated VE, for a whole test module (``torch.device('ve:0')``)."""
+    torch = pytest.importorskip("torch")
+    import sol_backend_ve.torch_ve as torch_ve
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SOL_VE_EMULATE", "1")
+        _forget_devices()
+        assert torch_ve.register(), torch_ve.reason()
+        assert torch.ve.is_available()
+        yield torch.device("ve:0")
+    _forget_devices()

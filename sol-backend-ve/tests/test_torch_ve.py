@@ -17,24 +17,10 @@ import sol  # noqa: E402
 import sol_backend_ve.torch_ve as torch_ve  # noqa: E402
 
 
-def _forget_devices() -> None:
-    """Probe results and opened runtimes are cached per process: earlier tests may have probed without the emulator."""
-    from sol.devices import forget
-    from sol.runtime.offload import forget_runtimes
-
-    forget_runtimes()
-    forget()
-
-
 @pytest.fixture(scope="module", autouse=True)
-def ve():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SOL_VE_EMULATE", "1")
-        _forget_devices()
-        assert torch_ve.register(), torch_ve.reason()
-        assert torch.ve.is_available()
-        yield torch.device("ve:0")
-    _forget_devices()
+def ve(torch_ve_device):
+    """The emulated VE as PyTorch's VE device (conftest.torch_ve_device)."""
+    return torch_ve_device
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32, torch.bool, torch.uint8])

@@ -22,18 +22,9 @@ INTEGERS = [torch.int64, torch.int32]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ve():
-    from sol.devices import forget
-    from sol.runtime.offload import forget_runtimes
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SOL_VE_EMULATE", "1")
-        forget_runtimes()
-        forget()  # probes cached by earlier tests may have run without the emulator
-        assert torch_ve.register(), torch_ve.reason()
-        yield torch.device("ve:0")
-    forget_runtimes()
-    forget()
+def ve(torch_ve_device):
+    """The emulated VE as PyTorch's VE device (conftest.torch_ve_device)."""
+    return torch_ve_device
 
 
 def make(shape: tuple[int, ...], dtype: torch.dtype, seed: int, *, positive: bool = False,

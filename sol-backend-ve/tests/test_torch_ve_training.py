@@ -28,23 +28,10 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*has no VE kernel. it runs on t
 RNG_KEY_BYTES = 16
 
 
-def _forget_devices() -> None:
-    """Probe results and opened runtimes are cached per process: earlier tests may have probed without the emulator."""
-    from sol.devices import forget
-    from sol.runtime.offload import forget_runtimes
-
-    forget_runtimes()
-    forget()
-
-
 @pytest.fixture(scope="module", autouse=True)
-def ve():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SOL_VE_EMULATE", "1")
-        _forget_devices()
-        assert torch_ve.register(), torch_ve.reason()
-        yield torch.device("ve:0")
-    _forget_devices()
+def ve(torch_ve_device):
+    """The emulated VE as PyTorch's VE device (conftest.torch_ve_device)."""
+    return torch_ve_device
 
 
 class TutorialNet(torch.nn.Module):
