@@ -15,6 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # pytest runs with --import-mode=importlib
 from _codegen_helpers import CaseGraph, check, private_cache, run_cases  # noqa: E402
 from _extra_op_cases import indexing_graph, math_extra_graph  # noqa: E402
+from _recurrent_op_cases import recurrent_graph  # noqa: E402
 from _scatter_op_cases import scatter_graph  # noqa: E402
 from _training_cases import training_graph  # noqa: E402
 from sol.codegen.kernels import supported_ops  # noqa: E402
@@ -240,7 +241,7 @@ def _movement_graph() -> CaseGraph:
 
 GROUPS = {"unary": _unary_graph, "binary": _binary_graph, "dense": _dense_graph, "norm": _norm_graph,
           "pool": _pool_graph, "movement": _movement_graph, "math_extra": math_extra_graph, "indexing": indexing_graph, "training": training_graph,
-          "scatter": scatter_graph}
+          "scatter": scatter_graph, "recurrent": recurrent_graph}
 _CASES = [(group, case) for group, make in GROUPS.items() for case in make().cases]
 _RESULTS: dict[str, object] = {}
 

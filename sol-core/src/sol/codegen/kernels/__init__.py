@@ -46,7 +46,10 @@ def emit_fused_pool(conv: Layer, fused: Layer, kc: KernelContext) -> list[Node]:
 
 
 def supported_ops() -> set[str]:
-    return set(KERNELS) | set(EXPRESSIONS)
+    """Ops with generated code: a kernel or expression of their own, or a lowering into such ops."""
+    from ..lowering import UNLESS_IN_LIBRARY  # the lowering module imports the kernels
+
+    return set(KERNELS) | set(EXPRESSIONS) | set(UNLESS_IN_LIBRARY)
 
 
 __all__ = ["EXPRESSIONS", "FUSED_POOL_OPS", "KERNELS", "KernelContext", "elementwise_operands", "emit_fused_pool",
