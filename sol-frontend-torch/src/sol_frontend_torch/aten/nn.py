@@ -64,7 +64,7 @@ def linear(cx: Context, x: Tensor, weight: Tensor, bias: Tensor | None = None) -
 
 def _weight_like(a: Tensor, b: Tensor) -> bool:
     """``a @ b`` with ``b`` a 2-d parameter: a Linear written as a product (GPT-2's Conv1D, x @ W)."""
-    return b.kind in ("param", "const") and b.rank == 2 and a.rank >= 2
+    return b.kind == "param" and b.rank == 2 and a.rank >= 2
 
 
 def _as_linear(cx: Context, a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
