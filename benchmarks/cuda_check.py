@@ -123,7 +123,7 @@ class Artifacts:
         try:
             self._original(graph, "cuda", passes=False, **kwargs)  # builds into the store (or finds), wants a GPU
         except SolDeviceError:
-            pass
+            pass  # the library is built and stored; only loading it needs a GPU (the lookup below finds it)
         flavour, _ = flavour_for("cuda")
         entry = cache.lookup(cache_key(graph, flavour))
         if entry is None:

@@ -37,12 +37,9 @@ def _private_cache(sol_cache_dir):
 
 
 def _build(name: str, **overrides: Any) -> tuple[torch.nn.Module, torch.Tensor]:
-    from sol_frontend_torch.zoo import import_torchvision
+    from sol_frontend_torch.zoo import import_torchvision_if_installed
 
-    try:
-        import_torchvision()  # timm imports torchvision, whose compiled ops may not load against this torch
-    except ImportError:
-        pass
+    import_torchvision_if_installed()  # timm imports torchvision, whose compiled ops may not load against this torch
     timm = pytest.importorskip("timm", reason="timm is not installed (sol-frontend-torch[test])")
     kwargs, size = MODELS[name]
     image = {"img_size": size} if "img_size" in timm.create_model.__code__.co_varnames or size != 224 else {}

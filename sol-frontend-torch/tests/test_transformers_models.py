@@ -13,7 +13,7 @@ import sol.pytorch as sol
 import torch
 import torch.utils._pytree as pytree
 from sol.errors import SolInputError
-from sol_frontend_torch.zoo import import_torchvision
+from sol_frontend_torch.zoo import import_torchvision_if_installed
 
 RTOL, ATOL = 1e-4, 1e-5
 BATCH, LENGTH, VOCAB = 2, 16, 100
@@ -36,10 +36,7 @@ def _private_cache(sol_cache_dir):
 def _transformers():
     # transformers imports torchvision when it is installed; zoo's import works where torchvision's compiled ops
     # do not load against this torch build
-    try:
-        import_torchvision()
-    except ImportError:
-        pass
+    import_torchvision_if_installed()
     return pytest.importorskip("transformers", reason="transformers is not installed (sol-frontend-torch[test])")
 
 

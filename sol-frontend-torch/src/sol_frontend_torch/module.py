@@ -91,6 +91,8 @@ class SolModule(torch.nn.Module):
         object.__setattr__(self, "_sol_grows", example is not None and structured.holds_cache(example[0], self._sol_output_spec))
         object.__setattr__(self, "_sol_key", structured.signature_key(example[0]) if self._sol_grows else None)
         object.__setattr__(self, "_sol_shape_variants", {})
+        #: the example as the compiled graph takes it (containers replaced by their tensors): see _tensor_inputs
+        object.__setattr__(self, "_sol_flat_example", structured.flatten(example[0]) if example is not None else None)
         self.training = model.training
 
     @property
@@ -156,7 +158,7 @@ class SolModule(torch.nn.Module):
         """The inputs the compiled model takes: containers (a cache, a tuple) replaced by their tensors, without those
         that were None or Python scalars in sol.optimize's example (torch.export specialised the graph to them),
         which must have the same values now."""
-        example = structured.flatten(self._sol_example[0]) if self._sol_example is not None else None
+        example = self._sol_flat_example
         inputs = structured.flatten(inputs)
         if example is None or len(inputs) != len(example) or all(not _specialised(e) for e in example):
             return inputs

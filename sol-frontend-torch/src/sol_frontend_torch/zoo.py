@@ -39,6 +39,15 @@ def import_torchvision() -> ModuleType:
         return importlib.import_module("torchvision")
 
 
+def import_torchvision_if_installed() -> None:
+    """Import torchvision the safe way (`import_torchvision`) where it is installed, before a library that imports it
+    itself (timm, transformers) would import it the failing way; nothing where it is not installed."""
+    try:
+        import_torchvision()
+    except ImportError:
+        pass
+
+
 def _torchvision(name: str, **kwargs: Any) -> Callable[..., torch.nn.Module]:
     def build(**overrides: Any) -> torch.nn.Module:
         models = import_torchvision().models
@@ -163,10 +172,7 @@ class LastHiddenState(torch.nn.Module):
 
 def _transformers(model_type: str, **config: Any) -> Callable[[], torch.nn.Module]:
     def build_text() -> torch.nn.Module:
-        try:
-            import_torchvision()  # transformers imports torchvision where it is installed
-        except ImportError:
-            pass
+        import_torchvision_if_installed()  # transformers imports torchvision where it is installed
         transformers = importlib.import_module("transformers")
         return LastHiddenState(transformers.AutoModel.from_config(transformers.AutoConfig.for_model(model_type, **config)))
 
