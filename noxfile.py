@@ -37,6 +37,9 @@ PACKAGES: dict[str, list[str]] = {
 # The CPU build of torch lies on disk here; naming the version keeps pip from
 # fetching a CUDA build with several GB of dependencies.
 TORCH = "torch==2.13.0"
+# CI's versions of the torch stack (sol-frontend-torch's test extra gives ranges, so that it installs on any
+# machine's torch, e.g. a GPU image's 2.11): pinned here so CI's model coverage compares across runs.
+TORCH_STACK = [TORCH, "torchvision==0.28.0", "transformers==5.24.0", "timm==1.0.31"]
 # What `nox -s bench` adds, pinned so that results compare across runs: the zoo's torchvision, the
 # peers ONNX Runtime and OpenVINO, and onnxscript, which torch's (dynamo) ONNX exporter needs.
 BENCH_PEERS = ["torchvision==0.28.0", "onnxruntime==1.31.1", "openvino==2026.4.1", "onnxscript==0.7.2"]
@@ -55,7 +58,7 @@ def _install(session: nox.Session, packages: list[str], extras: str = "test") ->
     specs = [f"./{p}[{TEST_EXTRAS.get(p, extras) if extras == 'test' else extras}]" if extras else f"./{p}"
              for p in packages]
     needs_torch = any(p == "sol-frontend-torch" for p in packages)
-    session.install(*([TORCH] if needs_torch else []), *specs)
+    session.install(*(TORCH_STACK if needs_torch else []), *specs)
 
 
 def _existing(packages: list[str]) -> list[str]:
@@ -80,7 +83,7 @@ for _package, _deps in PACKAGES.items():
         if not (ROOT / package / "pyproject.toml").exists():
             session.skip(f"{package} does not exist in this checkout")
         # only the package (plus the in-repo packages it declares); test extras only for itself
-        session.install(*([TORCH] if package == "sol-frontend-torch" else []),
+        session.install(*(TORCH_STACK if package == "sol-frontend-torch" else []),
                         *[f"./{d}" for d in deps], f"./{package}[{TEST_EXTRAS.get(package, 'test')}]")
         args = session.posargs or ["-m", "not slow"]
         session.run("pytest", "-q", *args, f"{package}/tests", success_codes=PYTEST_OK)

@@ -10,15 +10,16 @@ What it checks (issue 30's Done-when):
   stream and caching allocator) at batch 1 and 8 against eager PyTorch on the same GPU with TF32 off;
   pass: max|SOL - eager| <= 1e-3 * max(max|eager|, 1). At batch 1 also CPU tensors through transparent
   offloading (copies per call) against eager on the CPU.
-- training gradients: resnet18, mobilenet_v2 and the transformer encoder (dropout 0) in train mode,
-  CPU tensors with the model compiled for ``cuda`` (transparent offloading: SOL's training forward and
-  backward run on the GPU, tensors are copied; training on CUDA tensors is not supported yet), every
-  parameter gradient against eager on the CPU, same criterion per tensor.
+- training gradients: resnet18, mobilenet_v2 and the transformer encoder (dropout 0) in train mode, the model
+  compiled for ``cuda``, once with CPU tensors (transparent offloading: SOL's training forward and backward run
+  on the GPU, tensors are copied) and once with the model and input on the GPU (native: parameters, saved
+  activations and gradients stay CUDA tensors); every parameter gradient against eager on the CPU, same
+  criterion per tensor.
 - speed, PyTorch's default precision settings for all three: eager, ``torch.compile`` (default mode) and
   SOL (native, CUDA tensors) for resnet18, resnet50, mobilenet_v2, densenet121, vit_b_16 and the
   transformer encoder at batch 1 and 64 (ms per call, after warm-up, ``torch.cuda.synchronize`` around
   the timed loop); training steps (forward, backward, SGD) at batch 16 for resnet18 and the transformer
-  encoder (SOL: transparent offloading, so the copies are in its time).
+  encoder, on CUDA tensors for all three.
 
 Artifacts: the GPU machines have no network and their nvcc/torch differ from this machine's, so
 ``--dry-run`` builds every graph the run compiles (sol.optimize and the training steps, exactly as on
@@ -258,7 +259,33 @@ def _train_model(name: str) -> tuple[Any, Any]:
     return model.train(), torch.randn((batch, *x.shape[1:]))
 
 
+def _gradient_check(model: Any, reference: Any, out: Any, want: Any) -> dict[str, Any]:
+    """The output and every parameter gradient of ``model`` against ``reference`` (eager on the CPU): the worst."""
+    err, scale = _error(out, want)
+    worst = {"name": "output", "err": err, "scale": scale, "ok": _ok(err, scale)}
+    checked = 0
+    mine = dict(model.named_parameters())
+    for pname, p in reference.named_parameters():
+        if p.grad is None:
+            continue
+        g = mine[pname].grad
+        if g is None:
+            return {"gradients": checked, "worst": {"name": pname, "err": float("inf"), "scale": 0.0, "ok": False},
+                    "ok": False}
+        checked += 1
+        err, scale = _error(g, p.grad)
+        entry = {"name": pname, "err": err, "scale": scale, "ok": _ok(err, scale)}
+        if not entry["ok"] or (worst["ok"] and err / max(scale, 1.0) > worst["err"] / max(worst["scale"], 1.0)):
+            worst = entry
+            if not entry["ok"]:
+                break
+    return {"gradients": checked, "worst": worst, "ok": bool(worst["ok"]) and checked > 0}
+
+
 def check_training(name: str, dry_run: bool) -> dict[str, Any]:
+    """One training forward and backward, compiled for ``cuda``, against eager on the CPU: with CPU tensors
+    (transparent offloading) and with the model and input on the GPU (native: parameters, activations and
+    gradients stay CUDA tensors)."""
     import copy
 
     import sol
@@ -267,6 +294,7 @@ def check_training(name: str, dry_run: bool) -> dict[str, Any]:
     result: dict[str, Any] = {"model": name}
     model, x = _train_model(name)
     reference = copy.deepcopy(model)
+    native_model = copy.deepcopy(model)
     optimized = sol.optimize(model, x, device="cuda")
     optimized.train()
     try:
@@ -279,25 +307,13 @@ def check_training(name: str, dry_run: bool) -> dict[str, Any]:
     (out * weights).sum().backward()
     want = _outputs(reference(x))[0]
     (want * weights).sum().backward()
-    err, scale = _error(out, want)
-    worst = {"name": "output", "err": err, "scale": scale, "ok": _ok(err, scale)}
-    checked = 0
-    mine = dict(model.named_parameters())
-    for pname, p in reference.named_parameters():
-        if p.grad is None:
-            continue
-        g = mine[pname].grad
-        if g is None:
-            worst = {"name": pname, "err": float("inf"), "scale": 0.0, "ok": False}
-            break
-        checked += 1
-        err, scale = _error(g, p.grad)
-        entry = {"name": pname, "err": err, "scale": scale, "ok": _ok(err, scale)}
-        if not entry["ok"] or (worst["ok"] and err / max(scale, 1.0) > worst["err"] / max(worst["scale"], 1.0)):
-            worst = entry
-            if not entry["ok"]:
-                break
-    result.update(gradients=checked, worst=worst, ok=bool(worst["ok"]) and checked > 0)
+    result["transparent"] = _gradient_check(model, reference, out, want)
+    native_model.cuda()
+    native = sol.optimize(native_model, x.cuda(), device="cuda").train()
+    out = _outputs(native(x.cuda()))[0]
+    (out * weights.cuda()).sum().backward()
+    result["native"] = _gradient_check(native_model, reference, out, want)
+    result["ok"] = result["transparent"]["ok"] and result["native"]["ok"]
     return result
 
 
@@ -369,12 +385,13 @@ def speed_training(name: str, budget: Budget, dry_run: bool) -> dict[str, Any] |
     if dry_run:
         return None
     reference.cuda()
+    optimized.cuda()  # the parameters move in place: the optimizer keeps them
     eager_opt = torch.optim.SGD(reference.parameters(), lr=1e-6)
     xc = xb.cuda()
     row = {"model": name, "batch": TRAIN_SPEED_BATCH, "mode": "training",
            "eager_ms": _time(lambda: step(reference, xc, eager_opt), min_reps=3),
-           "sol_ms": _time(lambda: step(optimized, xb, sol_opt), min_reps=3),
-           "sol_note": "transparent offloading (CPU tensors)"}
+           "sol_ms": _time(lambda: step(optimized, xc, sol_opt), min_reps=3),
+           "sol_note": "native (CUDA tensors)"}
     if budget.left() < 120:  # compiling a training step takes a minute or more
         return row
     compiled = torch.compile(reference)
@@ -502,14 +519,17 @@ def table(report: dict[str, Any]) -> str:
                  for k in ("transparent_b1", "native_b1", "native_b8")]
         lines.append(f"{r['model']:22s} {cells[0]:>15s} {cells[1]:>12s} {cells[2]:>12s}  "
                      f"{'OK' if r.get('ok') else 'FAIL'}")
-    lines += ["", "training gradients (CPU tensors, model on cuda: transparent offloading; worst tensor)"]
+    lines += ["", "training gradients against eager on the CPU (transparent: CPU tensors; native: CUDA tensors; "
+              "worst tensor)"]
     for r in report["training"]:
         if "error" in r:
             lines.append(f"{r['what'][9:]:22s} ERROR {r['error'][:150]}")
             continue
-        w = r["worst"]
-        lines.append(f"{r['model']:22s} {r['gradients']:4d} gradients, worst {w['name']} "
-                     f"{w['err'] / max(w['scale'], 1.0):.2e}  {'OK' if r['ok'] else 'FAIL'}")
+        for mode in ("transparent", "native"):
+            if mode in r:
+                c, w = r[mode], r[mode]["worst"]
+                lines.append(f"{r['model']:22s} {mode:11s} {c['gradients']:4d} gradients, worst {w['name']} "
+                             f"{w['err'] / max(w['scale'], 1.0):.2e}  {'OK' if c['ok'] else 'FAIL'}")
     lines += ["", "speed, ms per call (PyTorch's default precision settings)",
               f"{'model':22s} {'mode':10s} {'batch':>5s} {'eager':>9s} {'compile':>9s} {'SOL':>9s} {'SOL/eager':>9s}"]
     for r in report["speed"]:
