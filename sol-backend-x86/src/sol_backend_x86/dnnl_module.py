@@ -24,6 +24,7 @@ from sol.codegen.layout import channels_last
 from sol.ir import Layer, Size, Tensor
 
 from . import attention, grouped, input_scale, linear, rnn, winograd
+from .precision import BF16_STORAGE_KEY
 from .tuning import DIRECT, Tuner
 
 if TYPE_CHECKING:  # the kernels package registers every op (slow to import): only the generator needs it
@@ -57,13 +58,20 @@ class OneDnnModule(DnnModule):
         self.tuner = tuner  # times SOL's kernels against oneDNN per convolution (None: the heuristics decide)
         #: "fp32" or "bf16" (sol.precision; set by X86Flavour.use_precision): the operand type of forward calls
         self.precision = "fp32"
+        #: id(DnnCall) -> (the call, whether the grouped kernel runs it): the storage planner and the render both ask
+        self._grouped_choice: dict[int, tuple[DnnCall, bool]] = {}
 
     def key(self) -> str:
         # which kernel runs each call is part of the generated code, so what decides it is part of the cache key
         key = (f"onednn {self.version}|{winograd.settings()}|{grouped.settings()}|{linear.settings()}"
                f"|{input_scale.settings()}|{rnn.settings()}"
                f"|attention {attention.MIN_MULTIPLY_ADDS}|autotuning {int(sol.config['autotuning'])}|gemv dfp")
-        return key if self.precision == "fp32" else f"{key}|{self.precision}"
+        return key if self.precision == "fp32" else f"{key}|{self.precision} stored {int(self.store_reduced)}"
+
+    @property
+    def store_reduced(self) -> bool:
+        """Whether activations between bf16 calls are stored in bf16 (`sol.codegen.storage`; x86::bf16_storage)."""
+        return self.reduced and bool(sol.config.get(BF16_STORAGE_KEY.name, BF16_STORAGE_KEY.default))
 
     @property
     def reduced(self) -> bool:
@@ -112,6 +120,35 @@ class OneDnnModule(DnnModule):
             # big layers at small batches: the MLP's 8192x8192 at batch 64 runs in 79 instead of 201 ms)
             return ()
         return (1,) if layer.op in ("conv", "conv_transpose", "linear") else ()
+
+    # -- bf16 storage (sol.codegen.storage) -------------------------------
+    def reduced_storage(self) -> str | None:
+        return "bfloat16" if self.store_reduced else None
+
+    def _in_bf16(self, call: DnnCall) -> bool:
+        """Whether oneDNN runs ``call`` as a bf16 forward primitive (not SOL's own fp32 kernels, not training)."""
+        anchor = call.anchor
+        if not self.reduced or anchor.op not in _OP or _backward(anchor) or call.input_scale is not None:
+            return False
+        return not (anchor.op == "conv" and self._grouped(call))
+
+    def _grouped(self, call: DnnCall) -> bool:
+        """Whether the conv runs as SOL's fp32 grouped kernel (decided once per call: the choice may be timed)."""
+        if id(call) not in self._grouped_choice:  # the call is kept with its answer, so its id is not reused
+            self._grouped_choice[id(call)] = (call, grouped.choose(call.anchor, call.post_ops, self.tuner,
+                                                                   self.precision))
+        return self._grouped_choice[id(call)][1]
+
+    def writes_reduced(self, call: DnnCall) -> bool:
+        # oneDNN writes bf16 dst after its fp32 accumulation and post-ops (one rounding, as a Cluster's store)
+        return self._in_bf16(call)
+
+    def reads_reduced(self, call: DnnCall, layer: Layer, index: int) -> bool:
+        if not self._in_bf16(call):
+            return False
+        if layer is call.anchor:  # src, and MatMul's second operand when it is an activation (attention)
+            return index == 0 or (layer.op == "matmul" and index == 1)
+        return layer.op in BINARY  # a residual add's operand: oneDNN's binary post-ops read bf16 src1
 
     def absorbs_input_scale(self, mul: Layer, layer: Layer) -> bool:
         # the fold multiplies the packed fp32 weights per call; bf16 packs them as bf16
@@ -214,7 +251,7 @@ class OneDnnModule(DnnModule):
             if algorithm != DIRECT:
                 lines.append(f"d->algorithm = {winograd.c_expression(algorithm)};  // SOL's "
                              f"{winograd.name(algorithm)}: see sol_winograd.h")
-            elif grouped.choose(anchor, call.post_ops, self.tuner):
+            elif self._grouped(call):
                 lines.append("d->algorithm = SOL_DNNL_GROUPED;  // SOL's grouped/depthwise kernel: see sol_grouped.h")
             lines += _tensor("d->src", x.shape, kc.layout(x))
             lines += _tensor("d->dst", out.shape, kc.layout(out))
@@ -269,7 +306,7 @@ class OneDnnModule(DnnModule):
                 lines += _tensor(f"{p}.src1", *_binary_operand(anchor, other, value, kc))
             count += 1
         lines.append(f"d->npost = {count};")
-        return lines
+        return lines + _stored_types(call, kc)
 
 
 _OP = {"conv": "SOL_DNNL_CONV", "conv_transpose": "SOL_DNNL_DECONV", "linear": "SOL_DNNL_INNER_PRODUCT",
@@ -357,6 +394,19 @@ def _describe_backward(anchor: Layer, out: Tensor, kc: KernelContext) -> list[st
         lines += [f"d->{name}[{i}] = {v};" for i, v in enumerate(items)]
     lines.append("d->npost = 0;")
     return lines
+
+
+def _stored_types(call: DnnCall, kc: KernelContext) -> list[str]:
+    """The element types of the call's activations that are stored as bf16 (sol_dnnl_tensor.type)."""
+    anchor = call.anchor
+    operands = [("d->src", call.source), ("d->dst", call.output)]
+    if anchor.op == "matmul":
+        operands.append(("d->weights", anchor.inputs[1]))
+    for count, (layer, value) in enumerate(_post_values(call)):  # d->post[count], as _describe numbers them
+        if layer.op in BINARY:
+            operands.append((f"d->post[{count}].src1", _other(layer, value)))
+    return [f"{target}.type = SOL_DNNL_BF16;  // {t.name} is stored as bf16" for target, t in operands
+            if kc.stored(t) == "bfloat16"]
 
 
 def sym_title(call: DnnCall) -> str:

@@ -66,12 +66,19 @@ def eligible(layer: Layer, post_ops: list[Layer]) -> bool:
     return shape is not None and handles(shape) and post_ops_supported(post_ops)
 
 
-def choose(layer: Layer, post_ops: list[Layer], tuner: Tuner | None) -> bool:
-    """Whether ``layer`` runs as SOL's grouped kernel: timed on this machine (autotuning) or by the heuristic."""
+def choose(layer: Layer, post_ops: list[Layer], tuner: Tuner | None, precision: str = "fp32") -> bool:
+    """Whether ``layer`` runs as SOL's grouped kernel: timed on this machine (autotuning) or by the heuristic.
+
+    In bf16 a depthwise convolution runs in oneDNN: its bf16 depthwise kernel reads and writes the bf16 activations
+    around it, where SOL's fp32 kernel would need them in fp32 (a conversion before and after, and the layers next
+    to it converting too). Groups of several channels keep the choice: oneDNN's im2col+GEMM stays slow in bf16.
+    """
     if not sol.config.get(GROUPED_KEY.name, True) or not eligible(layer, post_ops):
         return False
     shape = shape_of(layer)
     assert shape is not None
+    if precision != "fp32" and shape[3] == shape[5]:
+        return False
     if tuner is not None and sol.config["autotuning"] and worth_timing(shape):
         return tuner.fastest(shape, (DIRECT, GROUPED)) == GROUPED
     return heuristic(shape)

@@ -15,7 +15,14 @@ from __future__ import annotations
 
 import functools
 
+from sol.records import ConfigKey
+
 from .cpuinfo import read_cpuinfo
+
+BF16_STORAGE_KEY = ConfigKey(
+    "x86::bf16_storage", bool, True,
+    "In bf16, store the activations between bf16 library calls as bf16 (oneDNN writes and reads them directly, "
+    "generated code converts on load and store): half the memory traffic and no conversion per call.")
 
 #: /proc/cpuinfo flags of native bf16 arithmetic oneDNN uses (either is enough)
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")

@@ -32,8 +32,11 @@ dnnl::engine& cpu_engine() {
   return engine;
 }
 
-// Strides of a dense tensor from its memory order (order[0] outermost).
-memory::desc dense(const sol_dnnl_tensor& t, dt type = dt::f32) {
+// The element type a tensor lies in memory as (sol_dnnl_tensor.type).
+dt stored(const sol_dnnl_tensor& t) { return t.type == SOL_DNNL_BF16 ? dt::bf16 : dt::f32; }
+
+// Strides of a dense tensor from its memory order (order[0] outermost); by default in its stored type.
+memory::desc dense(const sol_dnnl_tensor& t, dt type) {
   memory::dims dims(t.dims, t.dims + t.ndims), strides(t.ndims);
   int64_t step = 1;
   for (int i = t.ndims - 1; i >= 0; --i) {
@@ -42,6 +45,8 @@ memory::desc dense(const sol_dnnl_tensor& t, dt type = dt::f32) {
   }
   return memory::desc(dims, type, strides);
 }
+
+memory::desc dense(const sol_dnnl_tensor& t) { return dense(t, stored(t)); }
 
 memory::desc any_like(const sol_dnnl_tensor& t, dt type = dt::f32) {
   return memory::desc(memory::dims(t.dims, t.dims + t.ndims), type, memory::format_tag::any);
@@ -146,6 +151,9 @@ struct Call {
   // and runtime weights (MatMul's second operand) too. Set before the creation primitive is made.
   dt compute = dt::f32;
   bool low() const { return compute != dt::f32; }
+  // The type the primitive writes dst in: its stored type in bf16 (with fp32 post-ops), fp32 in an fp32 call (a
+  // bf16-stored dst is then converted after the call).
+  dt written(const sol_dnnl_desc& d) const { return low() ? stored(d.dst) : dt::f32; }
   std::unique_ptr<sol_kernels::Kernel> own;  // set when the call runs as one of SOL's kernels instead of oneDNN
   memory::desc user_weights;    // the framework's weights as they lie in memory
   memory::desc packed_weights;  // the format the creation primitive chose (static weights)
@@ -244,7 +252,7 @@ struct Call {
   dnnl::primitive make(const sol_dnnl_desc& d, bool creation, int64_t batch) {
     auto& engine = cpu_engine();
     const dnnl::primitive_attr attr = attributes(d);
-    memory::desc src = dense(d.src, compute), dst = dense(d.dst);
+    memory::desc src = dense(d.src, compute), dst = backward(d.op) ? dense(d.dst) : dense(d.dst, written(d));
     memory::desc weights = static_weights ? any_like(d.weights, compute) : dense(d.weights, compute);
     memory::desc bias = d.has_bias ? dense(d.bias) : memory::desc();
     const int r = d.src.ndims - 2;
@@ -359,29 +367,47 @@ struct Call {
     std::unordered_map<int, memory> args;
     std::vector<std::pair<int, const void*>> pointers;  // (argument, the pointer its memory holds now)
   };
-  // bf16 calls: the fp32 operand as the graph holds it, reordered into a bf16 buffer the primitive reads
+  // An operand whose stored type is not the one the primitive reads (an fp32 src of a bf16 call, a bf16 src of an
+  // fp32 call), reordered into a buffer of the primitive's type; or a dst the primitive writes in fp32 into the
+  // buffer and that is reordered into its bf16 storage after the call.
   struct Lowered {
     int64_t batch = -1;
     dnnl::reorder convert;
     memory given, low;
     std::vector<char> buffer;
   };
-  Lowered low_src, low_weights;  // guarded by run_lock like `bound`
+  Lowered low_src, low_weights, low_dst;  // guarded by run_lock like `bound`
 
-  // The bf16 copy of the fp32 tensor `data` (described by `user`) in `slot`'s buffer, for `batch`.
+  // The copy of the tensor `data` (described by `user`, in its stored type) in the call's type, in `slot`'s buffer,
+  // for `batch`.
   const void* lowered(Lowered& slot, int64_t batch, const memory::desc& user, const void* data) {
-    auto& engine = cpu_engine();
-    if (slot.batch != batch) {
-      memory::desc low(user.get_dims(), compute, user.get_strides());
-      slot.buffer.resize(low.get_size());
-      slot.given = memory(user, engine, const_cast<void*>(data));
-      slot.low = memory(low, engine, slot.buffer.data());
-      slot.convert = dnnl::reorder(slot.given, slot.low);
-      slot.batch = batch;
-    }
+    prepare_slot(slot, batch, user, compute, data, false);
     slot.given.set_data_handle(const_cast<void*>(data));
     slot.convert.execute(cpu_stream_for_glue(), slot.given, slot.low);
     return slot.buffer.data();
+  }
+
+  // Where the primitive writes a dst stored as `user` in another type (`type`): `slot`'s buffer, which
+  // `raise_output` then reorders into `data`.
+  void* output_buffer(Lowered& slot, int64_t batch, const memory::desc& user, dt type, void* data) {
+    prepare_slot(slot, batch, user, type, data, true);
+    slot.given.set_data_handle(data);
+    return slot.buffer.data();
+  }
+  static void raise_output(Lowered& slot) { slot.convert.execute(cpu_stream_for_glue(), slot.low, slot.given); }
+
+  // (Re)makes `slot` for `batch`: a buffer like `user` in `type`, and the reorder between the two (into the buffer,
+  // or out of it for an output).
+  void prepare_slot(Lowered& slot, int64_t batch, const memory::desc& user, dt type, const void* data, bool output) {
+    auto& engine = cpu_engine();
+    if (slot.batch != batch) {
+      memory::desc low(user.get_dims(), type, user.get_strides());
+      slot.buffer.resize(low.get_size());
+      slot.given = memory(user, engine, const_cast<void*>(data));
+      slot.low = memory(low, engine, slot.buffer.data());
+      slot.convert = output ? dnnl::reorder(slot.low, slot.given) : dnnl::reorder(slot.given, slot.low);
+      slot.batch = batch;
+    }
   }
   std::mutex run_lock;  // guards `bound`; a call that finds it taken takes the uncached path
   Bound bound;
@@ -401,7 +427,7 @@ struct Call {
     add(DNNL_ARG_SRC, dense(d.src, compute));
     add(DNNL_ARG_WEIGHTS, given_weights(batch, d));
     if (d.has_bias) add(DNNL_ARG_BIAS, dense(d.bias));
-    add(DNNL_ARG_DST, dense(d.dst));
+    add(DNNL_ARG_DST, dense(d.dst, written(d)));
     for (int i = 0; i < d.npost; ++i) {
       if (d.post[i].kind == SOL_DNNL_BINARY) add(DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1, dense(d.post[i].src1));
     }
@@ -443,7 +469,7 @@ std::unique_ptr<sol_kernels::Kernel> own_kernel_for(const sol_dnnl_desc& d) {
     return true;
   }();
   if (d.op != SOL_DNNL_CONV || d.algorithm == SOL_DNNL_DIRECT || !d.static_weights || !nhwc || !plain_weights ||
-      d.src_scale ||
+      d.src_scale || src.type != SOL_DNNL_F32 || dst.type != SOL_DNNL_F32 ||
       dst.dims[1] % 8 != 0 || !sol_kernels::avx2_supported())
     return nullptr;
   for (int i = 0; i < 2; ++i)
@@ -508,7 +534,7 @@ bool post_ops_for(const sol_dnnl_desc& d, std::vector<PostOp>* out) {
     if (p.kind == SOL_DNNL_ELTWISE && (p.alg == SOL_DNNL_RELU || p.alg == SOL_DNNL_CLIP)) {
       op.kind = p.alg == SOL_DNNL_RELU ? PostOp::RELU : PostOp::CLIP;
       op.alpha = p.alpha, op.beta = p.beta;
-    } else if (p.kind == SOL_DNNL_BINARY) {
+    } else if (p.kind == SOL_DNNL_BINARY && p.src1.type == SOL_DNNL_F32) {  // SOL's kernels read fp32 operands
       const sol_dnnl_tensor& t = p.src1;
       int64_t elements = 1;
       for (int j = 0; j < t.ndims; ++j) elements *= t.dims[j];
@@ -696,14 +722,18 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
     std::unique_lock<std::mutex> owner(call->run_lock, std::try_to_lock);
     if (owner.owns_lock()) {  // the usual case: one model runs this call at a time
       if (factors) weights = call->scale_weights(weights, factors, call->scaled);
-      if (call->low()) {  // bf16: the fp32 src (and runtime weights) converted into the handle's buffers
-        const sol_dnnl_desc& d = call->at(batch).second;
-        src = call->lowered(call->low_src, batch, dense(d.src), src);
-        if (!call->static_weights) weights = call->lowered(call->low_weights, batch, dense(d.weights), weights);
-      }
+      // operands stored in another type than the call computes in, converted into the handle's buffers (bf16:
+      // fp32-stored activations; an fp32 fallback call: bf16-stored ones)
+      const sol_dnnl_desc& d = call->at(batch).second;
+      if (stored(d.src) != call->compute) src = call->lowered(call->low_src, batch, dense(d.src), src);
+      if (!call->static_weights && stored(d.weights) != call->compute)
+        weights = call->lowered(call->low_weights, batch, dense(d.weights), weights);
+      const bool raise = stored(d.dst) != call->written(d);
+      void* out = raise ? call->output_buffer(call->low_dst, batch, dense(d.dst), call->written(d), dst) : dst;
       Call::Bound& b = call->bind(batch);
-      rebind(b, src, weights, bias, post_src, dst);
+      rebind(b, src, weights, bias, post_src, out);
       b.primitive.execute(cpu_stream(), b.args);
+      if (raise) Call::raise_output(call->low_dst);
       cpu_stream().wait();
       return 0;
     }
@@ -712,22 +742,24 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
     auto& entry = call->at(batch);
     const sol_dnnl_desc& d = entry.second;
     auto& engine = cpu_engine();
-    Call::Lowered own_src, own_weights;  // this thread's bf16 copies (another thread uses the handle's)
-    if (call->low()) {
-      src = call->lowered(own_src, batch, dense(d.src), src);
-      if (!call->static_weights) weights = call->lowered(own_weights, batch, dense(d.weights), weights);
-    }
+    Call::Lowered own_src, own_weights, own_dst;  // this thread's converted copies (another thread uses the handle's)
+    if (stored(d.src) != call->compute) src = call->lowered(own_src, batch, dense(d.src), src);
+    if (!call->static_weights && stored(d.weights) != call->compute)
+      weights = call->lowered(own_weights, batch, dense(d.weights), weights);
+    const bool raise = stored(d.dst) != call->written(d);
+    void* out = raise ? call->output_buffer(own_dst, batch, dense(d.dst), call->written(d), dst) : dst;
     std::unordered_map<int, memory> args;
     args.emplace(DNNL_ARG_SRC, memory(dense(d.src, call->compute), engine, const_cast<void*>(src)));
     args.emplace(DNNL_ARG_WEIGHTS, memory(call->given_weights(batch, d), engine, const_cast<void*>(weights)));
     if (d.has_bias) args.emplace(DNNL_ARG_BIAS, memory(dense(d.bias), engine, const_cast<void*>(bias)));
-    args.emplace(DNNL_ARG_DST, memory(dense(d.dst), engine, dst));
+    args.emplace(DNNL_ARG_DST, memory(dense(d.dst, call->written(d)), engine, out));
     for (int i = 0, b = 0; i < d.npost; ++i) {
       if (d.post[i].kind != SOL_DNNL_BINARY) continue;
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1,
                    memory(dense(d.post[i].src1), engine, const_cast<void*>(post_src[b++])));
     }
     entry.first.execute(cpu_stream(), args);
+    if (raise) Call::raise_output(own_dst);
     cpu_stream().wait();
     return 0;
   } catch (const std::exception& e) {

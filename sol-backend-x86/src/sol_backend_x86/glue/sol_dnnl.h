@@ -21,11 +21,14 @@ extern "C" {
 #define SOL_DNNL_MAX_DIMS 8
 #define SOL_DNNL_MAX_POST 8
 
-/* A dense tensor: logical dims, and the order of the dims in memory (outermost first). */
+/* A dense tensor: logical dims, and the order of the dims in memory (outermost first); `type` is the element type
+ * it lies in memory as (SOL_DNNL_F32, the default, or SOL_DNNL_BF16: a float32 activation SOL stores as bf16 between
+ * bf16 calls; sol_dnnl_tensor_set leaves it as it is). */
 typedef struct sol_dnnl_tensor {
   int32_t ndims;
   int32_t order[SOL_DNNL_MAX_DIMS];
   int64_t dims[SOL_DNNL_MAX_DIMS];
+  int32_t type;
 } sol_dnnl_tensor;
 
 enum { SOL_DNNL_CONV = 0, SOL_DNNL_DECONV = 1, SOL_DNNL_MATMUL = 2, SOL_DNNL_INNER_PRODUCT = 3,
@@ -83,8 +86,10 @@ typedef struct sol_dnnl_desc {
    * static weights, no groups, batch 1, run by oneDNN. */
   int32_t src_scale;
   /* The operand type of a forward call (sol.precision): SOL_DNNL_F32, or SOL_DNNL_BF16: src and weights in bf16
-   * (fp32 src converted per call, static weights packed as bf16 once per prepare), fp32 accumulation, bias, dst
-   * and post-ops. Training calls and SOL's own kernels ignore it (fp32). */
+   * (an fp32-stored src converted per call, a bf16-stored one read as it is; static weights packed as bf16 once per
+   * prepare), fp32 accumulation, bias and post-ops, dst written in its stored type. Training calls and SOL's own
+   * kernels ignore it (fp32; they take no bf16-stored tensors). A call oneDNN has no bf16 kernel for computes in
+   * fp32, converting bf16-stored src and dst around the call. */
   int32_t precision;
 } sol_dnnl_desc;
 enum { SOL_DNNL_F32 = 0, SOL_DNNL_BF16 = 1 };

@@ -75,6 +75,8 @@ class Programs:
     outputs: list[Tensor]
     #: memory order of every tensor that is not plain row-major (see `sol.codegen.layout`)
     layouts: Layouts = field(default_factory=dict)
+    #: tensor id -> the reduced dtype a float32 activation is stored in (see `sol.codegen.storage`); absent: its own
+    storage: dict[int, str] = field(default_factory=dict)
 
 
 def split_programs(graph: Graph) -> tuple[list[Layer], list[Layer], list[Tensor]]:

@@ -112,6 +112,22 @@ class DnnModule(abc.ABC):
         """Inputs that are parameters the library packs once in prepare (their pointers are needed there)."""
         return ()
 
+    # -- reduced storage (sol.codegen.storage) ------------------------------
+    def reduced_storage(self) -> str | None:
+        """The dtype ("bfloat16") float32 activations between library calls may be stored in, when the calls compute
+        in it (the model's precision); None: every tensor keeps its dtype (the default)."""
+        return None
+
+    def writes_reduced(self, call: DnnCall) -> bool:
+        """Whether ``call`` can write its output in `reduced_storage`'s dtype (post-ops still computed in fp32)."""
+        return False
+
+    def reads_reduced(self, call: DnnCall, layer: Layer, index: int) -> bool:
+        """Whether ``call`` can read input ``index`` of ``layer`` (its anchor or a post-op) stored in
+        `reduced_storage`'s dtype, as the operand type it computes in (True) or at least correctly (a post-op's
+        operand). The render then finds the stored dtype with ``KernelContext.stored``."""
+        return False
+
     @abc.abstractmethod
     def render(self, call: DnnCall, forward: KernelContext, prepare: KernelContext) -> DnnCode:
         """The C++ of one call; ``forward``/``prepare`` name the tensors in the two programs."""

@@ -54,8 +54,9 @@ class Affine:
         return f"(INT64_C({self.a}) * N + INT64_C({self.c}))"
 
     @staticmethod
-    def of(tensor: Tensor) -> Affine:
-        numel = sympy.expand(sympy.sympify(tensor.numel)) * np.dtype(_np_dtype(tensor.dtype)).itemsize
+    def of(tensor: Tensor, dtype: str | None = None) -> Affine:
+        """The bytes of ``tensor`` stored as ``dtype`` (default: its own)."""
+        numel = sympy.expand(sympy.sympify(tensor.numel)) * np.dtype(_np_dtype(dtype or tensor.dtype)).itemsize
         poly = sympy.Poly(numel, BATCH)
         if poly.degree() > 1:
             raise SolUnsupportedError(f"tensor {tensor.name} has a size ({tensor.numel}) that is not affine in the batch")
@@ -158,7 +159,7 @@ def plan_memory(programs: Programs, inputs: Sequence[Tensor], params: Sequence[T
     slot_of: dict[int, int] = {}
     slot_free_after: list[int] = []
     for tid in sorted(first, key=lambda k: first[k]):
-        size = Affine.of(tensors[tid])
+        size = Affine.of(tensors[tid], programs.storage.get(tid))
         plan.unshared = plan.unshared + size
         free = [s for s, busy_until in enumerate(slot_free_after) if busy_until < first[tid]]
         covering = [s for s in free if plan.slots[s].covers(size)]

@@ -22,6 +22,7 @@ from .flavour import Flavour
 from .kernels import EXPRESSIONS, KernelContext, elementwise_operands, emit_fused_pool, emit_layer
 from .memory import MemoryPlan, materialised
 from .nest import Emit, Node, Stmt, replace_emits
+from .storage import STORAGE_CTYPES
 
 FORWARD_SIGNATURE = ("void* ctx, const void** inputs, const void** params, void** outputs, void* workspace, "
                      "int64_t batch")
@@ -98,8 +99,9 @@ def generate(graph: Graph, programs: Programs, memory: MemoryPlan, flavour: Flav
     # prepare packs the library calls' static weights, so it needs their pointers too
     packed = [c.anchor.inputs[i] for c in calls for i in (flavour.dnn.static_inputs(c.anchor) if flavour.dnn else ())]
     pre_pointers, pre_kc = _pointers(graph, programs.prepare, memory, consts, flavour, namer, True, packed,
-                                     programs.layouts)
-    fwd_pointers, fwd_kc = _pointers(graph, programs.main, memory, consts, flavour, namer, False, [], programs.layouts)
+                                     programs.layouts, {})
+    fwd_pointers, fwd_kc = _pointers(graph, programs.main, memory, consts, flavour, namer, False, [], programs.layouts,
+                                     programs.storage)
     library: dict[int, DnnCode] = {}
     for c in calls:
         assert flavour.dnn is not None and c.dnn is not None
@@ -117,7 +119,7 @@ def generate(graph: Graph, programs: Programs, memory: MemoryPlan, flavour: Flav
             if id(c) in library:
                 nodes: list[Node] = [Stmt(line) for line in library[id(c)].forward]
             else:
-                nodes = _cluster_nodes(c, kc, needed)
+                nodes = cluster_nodes(c, kc, needed)
                 flavour.annotate(nodes)
             items.append(RenderedCluster(index, c.title(), nodes))
         if name == "prepare":
@@ -152,7 +154,8 @@ def _const_array(t: Tensor, namer: _Namer) -> ConstArray:
 
 def _pointers(graph: Graph, clusters: Sequence[Cluster], memory: MemoryPlan, consts: dict[int, ConstArray],
               flavour: Flavour, namer: _Namer, prepare: bool, extra: Sequence[Tensor],
-              layouts: dict[int, tuple[int, ...]]) -> tuple[list[str], KernelContext]:
+              layouts: dict[int, tuple[int, ...]],
+              programs_storage: dict[int, str]) -> tuple[list[str], KernelContext]:
     """Typed pointer declarations for every tensor the program touches; the KernelContext that names them."""
     lines: list[str] = []
     names: dict[int, str] = {}
@@ -167,7 +170,8 @@ def _pointers(graph: Graph, clusters: Sequence[Cluster], memory: MemoryPlan, con
         where = memory.of(t)
         if where is None:
             continue  # a register of its cluster
-        ct = cexpr.ctype(t.dtype, f"tensor {t.name}")
+        stored = programs_storage.get(id(t))
+        ct = STORAGE_CTYPES[stored] if stored else cexpr.ctype(t.dtype, f"tensor {t.name}")
         var = namer(f"t_{t.name}")
         names[id(t)] = var
         if where.kind == "input":
@@ -183,11 +187,12 @@ def _pointers(graph: Graph, clusters: Sequence[Cluster], memory: MemoryPlan, con
         qual = "const " if const else ""
         order = f" order {list(layouts[id(t)])}" if id(t) in layouts else ""
         lines.append(f"{qual}{ct}* {var} = ({qual}{ct}*)({src});  // {t.name} {list(t.shape)}{order} "
-                     f"({where.kind})")
-    return lines, KernelContext(flavour, names, layouts)
+                     f"({where.kind}{', stored as ' + stored if stored else ''})")
+    return lines, KernelContext(flavour, names, layouts, programs_storage)
 
 
-def _cluster_nodes(c: Cluster, kc: KernelContext, needed: set[int]) -> list[Node]:
+def cluster_nodes(c: Cluster, kc: KernelContext, needed: set[int]) -> list[Node]:
+    """The loop nest of a generated Cluster with its fused chain and stores (also `sol.codegen.storage`'s probe)."""
     anchor = c.anchor
     nodes = emit_layer(anchor, kc) if c.pool is None else emit_fused_pool(anchor, c.pool, kc)
 
@@ -227,4 +232,4 @@ def _cluster_nodes(c: Cluster, kc: KernelContext, needed: set[int]) -> list[Node
 def _store(t: Tensor, value: str, index: tuple[str, ...], kc: KernelContext, needed: set[int]) -> list[Node]:
     if id(t) not in needed:
         return []
-    return [Stmt(f"{kc.element(t, index)} = {value};", f"store {t.name}")]
+    return [Stmt(kc.store(t, index, value), f"store {t.name}")]

@@ -48,7 +48,7 @@ def timeline(the_plan: Plan, batch: int = 1) -> MemoryTimeline:
     live = [0] * len(clusters)
     arena = [0] * len(clusters)
     for tid, (tensor, first, last) in memory.lifetimes.items():
-        size = _size(tensor, batch)
+        size = _size(tensor, batch, the_plan.programs.storage.get(tid))
         end = memory.storage[tid].offset.at(batch) + size
         for step in range(first, last + 1):
             live[step] += size
@@ -58,8 +58,8 @@ def timeline(the_plan: Plan, batch: int = 1) -> MemoryTimeline:
                           memory.derived_bytes)
 
 
-def _size(tensor: Tensor, batch: int) -> int:
-    return Affine.of(tensor).at(batch)
+def _size(tensor: Tensor, batch: int, stored: str | None = None) -> int:
+    return Affine.of(tensor, stored).at(batch)
 
 
 def _pyplot():  # type: ignore[no-untyped-def]

@@ -21,18 +21,35 @@ from ..nest import Node
 class KernelContext:
     """Names of materialised tensors in the generated function, and small helpers."""
 
-    def __init__(self, flavour: Flavour, pointers: dict[int, str], layouts: dict[int, tuple[int, ...]] | None = None) -> None:
+    def __init__(self, flavour: Flavour, pointers: dict[int, str], layouts: dict[int, tuple[int, ...]] | None = None,
+                 storage: dict[int, str] | None = None) -> None:
         self.flavour = flavour
         self._pointers = pointers
         #: tensor id -> memory order of its dims (outermost first); absent: plain row-major
         self._layouts = layouts or {}
+        #: tensor id -> the dtype it is stored in where that is not its own (float32 activations stored as bfloat16,
+        #: see `sol.codegen.storage`): `load` and `store` convert, values in registers keep the tensor's dtype
+        self._storage = storage or {}
+        #: ids of the tensors a kernel reached through `ptr` (raw pointer arithmetic) rather than `load`/`store`;
+        #: such a tensor must stay in its own dtype (`sol.codegen.storage` probes kernels with this)
+        self.raw: set[int] = set()
         self._counter = itertools.count()
+
+    def stored(self, tensor: Tensor) -> str:
+        """The dtype ``tensor`` lies in memory as (its own, or a reduced one chosen by `sol.codegen.storage`)."""
+        return self._storage.get(id(tensor), tensor.dtype)
 
     def layout(self, tensor: Tensor) -> tuple[int, ...]:
         """The memory order of ``tensor``'s dims, outermost first."""
         return self._layouts.get(id(tensor), tuple(range(tensor.rank)))
 
     def ptr(self, tensor: Tensor) -> str:
+        """The pointer variable of ``tensor`` for raw indexing: the kernel then reads or writes its elements in the
+        tensor's own dtype, so the tensor is never stored in a reduced one (see ``raw``)."""
+        self.raw.add(id(tensor))
+        return self._pointer(tensor)
+
+    def _pointer(self, tensor: Tensor) -> str:
         try:
             return self._pointers[id(tensor)]
         except KeyError:
@@ -43,12 +60,21 @@ class KernelContext:
         if tensor.dtype == "bool":
             # GCC has no vector type for C++ bool loads, so a loop reading a mask would stay scalar: read its bytes
             return f"({self.element(tensor, index)} != 0)"
+        if self.stored(tensor) == "bfloat16" and tensor.dtype == "float32":
+            return f"sol_bf16_load({self.element(tensor, index)})"
         return self.element(tensor, index)
 
+    def store(self, tensor: Tensor, index: Sequence[str], value: str) -> str:
+        """The statement that writes ``value`` (of the tensor's dtype) to ``tensor[index]``."""
+        if self.stored(tensor) == "bfloat16" and tensor.dtype == "float32":
+            value = f"sol_bf16_store({value})"  # rounded to nearest even, as oneDNN rounds its bf16 results
+        return f"{self.element(tensor, index)} = {value};"
+
     def element(self, tensor: Tensor, index: Sequence[str]) -> str:
-        """The element ``tensor[index]`` as an lvalue (what a store assigns to); bool tensors as bytes."""
+        """The element ``tensor[index]`` as an lvalue, in its stored type (bool tensors as bytes): `load` and
+        `store` are what kernels use, which convert a reduced storage type."""
         order = self._layouts.get(id(tensor))
-        ptr = f"((uint8_t*){self.ptr(tensor)})" if tensor.dtype == "bool" else self.ptr(tensor)
+        ptr = f"((uint8_t*){self._pointer(tensor)})" if tensor.dtype == "bool" else self._pointer(tensor)
         if order is None:
             return f"{ptr}[{cexpr.linear(index, tensor.shape)}]"
         return f"{ptr}[{cexpr.linear([index[d] for d in order], [tensor.shape[d] for d in order])}]"
