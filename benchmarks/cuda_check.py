@@ -13,8 +13,8 @@ What it checks (issue 30's Done-when):
 - training gradients: resnet18, mobilenet_v2 and the transformer encoder (dropout 0) in train mode, the model
   compiled for ``cuda``, once with CPU tensors (transparent offloading: SOL's training forward and backward run
   on the GPU, tensors are copied) and once with the model and input on the GPU (native: parameters, saved
-  activations and gradients stay CUDA tensors); every parameter gradient against eager on the CPU, same
-  criterion per tensor.
+  activations and gradients stay CUDA tensors); every parameter gradient against a float64 run on the CPU,
+  passing when SOL's error is at most twice eager float32's own (or 1e-3 of the tensor's scale).
 - speed, PyTorch's default precision settings for all three: eager, ``torch.compile`` (default mode) and
   SOL (native, CUDA tensors) for resnet18, resnet50, mobilenet_v2, densenet121, vit_b_16 and the
   transformer encoder at batch 1 and 64 (ms per call, after warm-up, ``torch.cuda.synchronize`` around
@@ -259,33 +259,45 @@ def _train_model(name: str) -> tuple[Any, Any]:
     return model.train(), torch.randn((batch, *x.shape[1:]))
 
 
-def _gradient_check(model: Any, reference: Any, out: Any, want: Any) -> dict[str, Any]:
-    """The output and every parameter gradient of ``model`` against ``reference`` (eager on the CPU): the worst."""
-    err, scale = _error(out, want)
-    worst = {"name": "output", "err": err, "scale": scale, "ok": _ok(err, scale)}
+def _gradient_check(model: Any, eager: Any, exact: Any, out: Any, want: Any, want64: Any) -> dict[str, Any]:
+    """The output and every parameter gradient of ``model`` against a float64 run (``exact``), with eager float32's
+    own error (``eager``, on the CPU) as the yardstick: a tensor passes when SOL's error is at most twice eager's
+    or RTOL of its scale (the zoo tests' rule). Training a BatchNorm network at batch 4 is ill-conditioned: eager
+    float32's gradients differ from float64 by up to 1e-1 of their scale on resnet18, so a fixed tolerance against
+    eager would fail any correct implementation. The worst tensor (by SOL's error over its allowance) is kept."""
+
+    def entry(name: str, mine: Any, theirs: Any, reference: Any) -> dict[str, Any]:
+        err, scale = _error(mine, reference)
+        yardstick, _ = _error(theirs, reference)
+        allowed = max(2 * yardstick, RTOL * max(scale, 1.0))
+        return {"name": name, "err": err, "eager_err": yardstick, "scale": scale, "allowed": allowed,
+                "ok": err == err and err <= allowed}
+
+    worst = entry("output", out, want, want64)
     checked = 0
     mine = dict(model.named_parameters())
-    for pname, p in reference.named_parameters():
+    exact_params = dict(exact.named_parameters())
+    for pname, p in eager.named_parameters():
         if p.grad is None:
             continue
         g = mine[pname].grad
         if g is None:
-            return {"gradients": checked, "worst": {"name": pname, "err": float("inf"), "scale": 0.0, "ok": False},
-                    "ok": False}
+            return {"gradients": checked, "ok": False,
+                    "worst": {"name": pname, "err": float("inf"), "eager_err": 0.0, "scale": 0.0, "allowed": 0.0,
+                              "ok": False}}
         checked += 1
-        err, scale = _error(g, p.grad)
-        entry = {"name": pname, "err": err, "scale": scale, "ok": _ok(err, scale)}
-        if not entry["ok"] or (worst["ok"] and err / max(scale, 1.0) > worst["err"] / max(worst["scale"], 1.0)):
-            worst = entry
-            if not entry["ok"]:
+        e = entry(pname, g, p.grad, exact_params[pname].grad)
+        if not e["ok"] or (worst["ok"] and e["err"] / e["allowed"] > worst["err"] / max(worst["allowed"], 1e-30)):
+            worst = e
+            if not e["ok"]:
                 break
     return {"gradients": checked, "worst": worst, "ok": bool(worst["ok"]) and checked > 0}
 
 
 def check_training(name: str, dry_run: bool) -> dict[str, Any]:
-    """One training forward and backward, compiled for ``cuda``, against eager on the CPU: with CPU tensors
-    (transparent offloading) and with the model and input on the GPU (native: parameters, activations and
-    gradients stay CUDA tensors)."""
+    """One training forward and backward, compiled for ``cuda``, against eager on the CPU and a float64 run: with
+    CPU tensors (transparent offloading) and with the model and input on the GPU (native: parameters, activations
+    and gradients stay CUDA tensors)."""
     import copy
 
     import sol
@@ -293,7 +305,8 @@ def check_training(name: str, dry_run: bool) -> dict[str, Any]:
 
     result: dict[str, Any] = {"model": name}
     model, x = _train_model(name)
-    reference = copy.deepcopy(model)
+    eager = copy.deepcopy(model)
+    exact = copy.deepcopy(model).double()
     native_model = copy.deepcopy(model)
     optimized = sol.optimize(model, x, device="cuda")
     optimized.train()
@@ -305,14 +318,16 @@ def check_training(name: str, dry_run: bool) -> dict[str, Any]:
         raise
     weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(2))
     (out * weights).sum().backward()
-    want = _outputs(reference(x))[0]
+    want = _outputs(eager(x))[0]
     (want * weights).sum().backward()
-    result["transparent"] = _gradient_check(model, reference, out, want)
+    want64 = _outputs(exact(x.double()))[0]
+    (want64 * weights.double()).sum().backward()
+    result["transparent"] = _gradient_check(model, eager, exact, out, want, want64)
     native_model.cuda()
     native = sol.optimize(native_model, x.cuda(), device="cuda").train()
     out = _outputs(native(x.cuda()))[0]
     (out * weights.cuda()).sum().backward()
-    result["native"] = _gradient_check(native_model, reference, out, want)
+    result["native"] = _gradient_check(native_model, eager, exact, out, want, want64)
     result["ok"] = result["transparent"]["ok"] and result["native"]["ok"]
     return result
 
@@ -519,8 +534,8 @@ def table(report: dict[str, Any]) -> str:
                  for k in ("transparent_b1", "native_b1", "native_b8")]
         lines.append(f"{r['model']:22s} {cells[0]:>15s} {cells[1]:>12s} {cells[2]:>12s}  "
                      f"{'OK' if r.get('ok') else 'FAIL'}")
-    lines += ["", "training gradients against eager on the CPU (transparent: CPU tensors; native: CUDA tensors; "
-              "worst tensor)"]
+    lines += ["", "training gradients against float64 (error / max(max|exact|,1); pass: <= 2x eager fp32's or 1e-3; "
+              "transparent: CPU tensors, native: CUDA tensors; worst tensor)"]
     for r in report["training"]:
         if "error" in r:
             lines.append(f"{r['what'][9:]:22s} ERROR {r['error'][:150]}")
@@ -528,8 +543,9 @@ def table(report: dict[str, Any]) -> str:
         for mode in ("transparent", "native"):
             if mode in r:
                 c, w = r[mode], r[mode]["worst"]
-                lines.append(f"{r['model']:22s} {mode:11s} {c['gradients']:4d} gradients, worst {w['name']} "
-                             f"{w['err'] / max(w['scale'], 1.0):.2e}  {'OK' if c['ok'] else 'FAIL'}")
+                lines.append(f"{r['model']:22s} {mode:11s} {c['gradients']:4d} gradients, worst {w['name']}: "
+                             f"SOL {w['err'] / max(w['scale'], 1.0):.2e}, eager fp32 "
+                             f"{w['eager_err'] / max(w['scale'], 1.0):.2e}  {'OK' if c['ok'] else 'FAIL'}")
     lines += ["", "speed, ms per call (PyTorch's default precision settings)",
               f"{'model':22s} {'mode':10s} {'batch':>5s} {'eager':>9s} {'compile':>9s} {'SOL':>9s} {'SOL/eager':>9s}"]
     for r in report["speed"]:

@@ -87,3 +87,21 @@ def test_a_library_built_before_is_stored_once(tmp_path):
     library.write_bytes(b"other")
     assert artifacts.export(tmp_path / "store", SOURCE, flags, library) == key  # already there: kept
     assert artifacts.find(tmp_path / "store", key).read_bytes() == b"library"
+
+
+def test_a_relative_store_is_found_from_the_build_directory(tmp_path, monkeypatch):
+    """The build copies from the store in its own working directory: a relative ``cuda::artifacts`` (what a user
+    types, ``--artifacts cuda_check_artifacts``) must name the same store there (the first GPU run failed on it)."""
+    monkeypatch.setattr(artifacts, "carried", [])
+    monkeypatch.setattr(artifacts, "exported", [])
+    monkeypatch.chdir(tmp_path)
+    sol.config["cuda::artifacts"] = "relative_store"
+    try:
+        assert artifacts.directory() == tmp_path / "relative_store"
+        nvcc = _fake_nvcc(tmp_path)
+        built = build(SOURCE, CudaFlavour(cc="90", nvcc=str(nvcc), dnn=False), tmp_path / "here", "tiny")
+        monkeypatch.setattr(flavour_module, "find_nvcc", lambda configured: None)
+        copied = build(SOURCE, CudaFlavour(cc="90", dnn=False), tmp_path / "there", "tiny")
+        assert copied.read_bytes() == built.read_bytes() and len(artifacts.carried) == 1
+    finally:
+        del sol.config["cuda::artifacts"]

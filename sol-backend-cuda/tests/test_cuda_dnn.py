@@ -251,6 +251,32 @@ def test_library_calls_compile_and_link_against_the_wheels(tmp_path):
     assert "RUNPATH" in needed or "RPATH" in needed
 
 
+@needs_libs
+@pytest.mark.parametrize("mask", [None, "bool", "causal"])
+def test_attention_runs_as_two_gemms_around_a_softmax_on_warps(mask):
+    """The fused attention loop keeps a K^T per work item: on a GPU one thread per (batch, head) with 32 KB of local
+    memory. The module lowers attention (masks too) to cuBLAS strided-batch products and a softmax kernel."""
+    from sol.compiler import generate_source
+
+    g = Graph("attention")
+    shape = [Dim(BATCH, Purpose.N), Dim(4, Purpose.C), Dim(16, Purpose.S), Dim(8, Purpose.C)]
+    q, k, v = (g.add_input(n, shape) for n in "qkv")
+    inputs = [q, k, v]
+    if mask == "bool":
+        inputs.append(g.add_input("m", [Dim(BATCH, Purpose.N), Dim(1, Purpose.C), Dim(1, Purpose.S),
+                                        Dim(16, Purpose.S)], dtype="bool"))
+    (y,) = g.add_layer("attention", inputs, {"scale": None, "is_causal": mask == "causal"}, name="attn")
+    g.outputs = [y]
+    assert CudaDnnModule().lowers(g.layers[0])
+    source = generate_source(g, CudaFlavour(cc="90", nvcc=NVCC or "nvcc", dnn=True))
+    gemms = [line.strip() for line in source.splitlines() if line.strip().startswith("if (sol_gemm(")]
+    assert len(gemms) == 2 and gemms[0].endswith("// attn.scores (matmul)") and gemms[1].endswith("// attn (matmul)")
+    assert ", 1, 0, 16, 16, 8, " in gemms[0]  # k read transposed where it lies: 16 x 16 scores of 8-wide rows
+    softmax = source[source.index("attn.weights (softmax)"):]
+    assert softmax.splitlines()[1].startswith("// warp: one warp per item")
+    assert ("where" in source) == (mask is not None)
+
+
 def test_module_accepts_only_what_it_plans():
     module = CudaDnnModule()
     _, conv = _conv_graph((1, 3, 8, 8), (4, 3, 3, 3))

@@ -75,6 +75,38 @@ def test_reduction_runs_on_a_warp_with_shuffles():
     assert "  const int sol_lane = (int)(threadIdx.x & 31);" in kmap.kernel_head(k)
 
 
+def test_several_reduction_variables_are_each_combined_over_the_warp():
+    """A batch norm gradient's two sums over a channel (one loop, ``reduction=("+", "sdy, sdyx")``)."""
+    inner = Loop("s", "3136", [Stmt("const double g = t_x[c * 3136 + s];"), Stmt("sdy += g;"),
+                               Stmt("sdyx += g * t_w[c * 3136 + s];")], vector=True, reduction=("+", "sdy, sdyx"))
+    body = [Stmt("double sdy = 0, sdyx = 0;"), Loop("n", "N", [inner]), Stmt("t_y[c] = sdy * sdyx;")]
+    (k,) = kmap.plan_kernels(nest(["c"], ["64"], body, vector_last=False), "bn", HOST)
+    assert k.mode == "warp"
+    outer = next(n for n in k.body if isinstance(n, Loop))
+    codes = [n.code for n in outer.body if isinstance(n, Stmt)]
+    # per variable: the lanes but 0 restart from 0 before the loop, the butterfly after it
+    assert codes == ["if (sol_lane != 0) sdy = 0;", "if (sol_lane != 0) sdyx = 0;",
+                     "sdy = sol_cuda_warp_sum(sdy);", "sdyx = sol_cuda_warp_sum(sdyx);"]
+
+
+def test_batch_norm_training_gradient_runs_a_warp_per_channel():
+    """One thread per channel walked N*H*W elements twice (resnet18's training step ran 21x slower than eager)."""
+    from sol.compiler import generate_source
+    from sol.ir import Purpose as P
+
+    g = Graph("bn_grad")
+    shape = [Dim(BATCH, P.N), Dim(8, P.C), Dim(12, P.S), Dim(12, P.S)]
+    dy, x = g.add_input("dy", shape), g.add_input("x", shape)
+    mean, invstd = (g.add_input(n, [Dim(8, P.C)]) for n in ("mean", "invstd"))
+    w = g.add_input("w", [Dim(8, P.C)])
+    outs = g.add_layer("batch_norm_train_grad", [dy, x, mean, invstd, w], {}, name="bn.grad")
+    g.outputs = list(outs)
+    source = generate_source(g, CudaFlavour(cc="90", nvcc=NVCC or "nvcc", dnn=False))
+    head = source[source.index("(batch_norm_train_grad)"):]
+    assert head.splitlines()[1].startswith("// warp: one warp per item")
+    assert "sdy = sol_cuda_warp_sum(sdy);" in head and "sdyx = sol_cuda_warp_sum(sdyx);" in head
+
+
 def test_max_reduction_needs_no_reset():
     inner = Loop("k", "100", [Stmt("m = sol_max<float>(m, t_x[i0 * 100 + k]);")], vector=True, reduction=("max", "m"))
     body = [Stmt("float m = -INFINITY;"), inner, Stmt("t_y[i0] = m;")]

@@ -50,7 +50,7 @@ exported: list[str] = []
 def directory() -> Path | None:
     """The configured store (``cuda::artifacts``, else $SOL_CUDA_ARTIFACTS), or None."""
     value = str(sol.config.get(ARTIFACTS_KEY.name, "") or "").strip() or os.environ.get(ENVIRONMENT, "").strip()
-    return Path(value).expanduser() if value else None
+    return Path(value).expanduser().resolve() if value else None  # absolute: the build runs in its own directory
 
 
 def source_key(source: str, flags: Sequence[str]) -> str:

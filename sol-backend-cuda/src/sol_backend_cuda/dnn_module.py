@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from sol.codegen import cexpr
 from sol.codegen.dnn import DnnCall, DnnCode, DnnModule
 from sol.errors import SolUnsupportedError
-from sol.ir import Layer, Tensor
+from sol.ir import Layer, Tensor, is_static
 
 from . import blas, cudnn
 from .glue import LIBRARY_WORKSPACE_BYTES
@@ -43,7 +43,7 @@ class CudaDnnModule(DnnModule):
         self.versions = versions
 
     def key(self) -> str:
-        return f"{self.name} {self.versions}|workspace {LIBRARY_WORKSPACE_BYTES}|fp32 fma"
+        return f"{self.name} {self.versions}|workspace {LIBRARY_WORKSPACE_BYTES}|fp32 fma|attention as gemms"
 
     # -- planning -------------------------------------------------------------------------------------------
     def accepts(self, layer: Layer) -> bool:
@@ -59,6 +59,21 @@ class CudaDnnModule(DnnModule):
         if layer.op == "matmul":
             return blas.plan_matmul(layer) is not None
         return False
+
+    def lowers(self, layer: Layer) -> bool:
+        # Attention as two cuBLAS strided-batch GEMMs around a softmax kernel (one warp per row): the fused
+        # attention loop of the CPU flavours keeps a whole K^T per work item, which on a GPU is one thread per
+        # (batch, head) with 32 KB of local memory (ViT-B/16 ran 71x slower than eager on an H100 that way).
+        if layer.op != "attention" or len(layer.outputs) != 1:
+            return False
+        q, k, v = layer.inputs[:3]
+        masks = layer.inputs[3:]
+        if any(t.dtype != "float32" for t in (q, k, v, layer.outputs[0])) or any(
+                m.dtype not in ("float32", "bool") for m in masks):
+            return False
+        causal_ok = not layer.attrs.get("is_causal", False) or (is_static(q.shape[-2]) and is_static(k.shape[-2]))
+        return causal_ok and all(
+            blas.plan_matmul(probe) is not None for probe in _attention_products(layer))
 
     def fuses(self, call: DnnCall, value: Tensor, layer: Layer) -> bool:
         # One ReLU after a forward conv (cudnnActivationForward in place) or a Linear (cuBLASLt's RELU epilogue).
@@ -133,3 +148,11 @@ def _ptr(kc: KernelContext, tensor: Tensor) -> str:
 
 def _c(size: object) -> str:
     return cexpr.size(size)  # type: ignore[arg-type]
+
+
+def _attention_products(layer: Layer) -> list[Layer]:
+    """The two matmuls an attention lowers to (scores = q k^T, out = p v), as layers for `blas.plan_matmul`."""
+    q, k, v = layer.inputs[:3]
+    scores = Tensor(f"{layer.name}.scores", tuple(q.dims[:-1]) + (k.dims[-2],), q.dtype)
+    return [Layer("matmul", [q, k], [scores], {"transpose_b": True}, name=scores.name),
+            Layer("matmul", [scores, v], list(layer.outputs), {}, name=layer.name)]

@@ -268,13 +268,14 @@ def _stride_over_lanes(nodes: list[Node]) -> None:
                 n.step = f"{WARP} * ({n.step})"
             n.comment = (n.comment + "; " if n.comment else "") + "over the warp's lanes"
             if n.reduction is not None:
-                op, var = n.reduction
+                op, names = n.reduction
                 combine, identity = WARP_REDUCTIONS[op]
-                if identity is not None:  # the start value counts once: lane 0 keeps it, the others start neutral
-                    nodes.insert(i, Stmt(f"if (sol_lane != 0) {var} = {identity};", "the warp's partial results"))
+                for var in (v.strip() for v in names.split(",")):  # "a, b": several variables, one operator
+                    if identity is not None:  # the start value counts once: lane 0 keeps it, the others start neutral
+                        nodes.insert(i, Stmt(f"if (sol_lane != 0) {var} = {identity};", "the warp's partial results"))
+                        i += 1
+                    nodes.insert(i + 1, Stmt(f"{var} = {combine}({var});", "combined over the warp (shuffles)"))
                     i += 1
-                nodes.insert(i + 1, Stmt(f"{var} = {combine}({var});", "combined over the warp (shuffles)"))
-                i += 1
         elif isinstance(n, (Loop, Block)):
             _stride_over_lanes(n.body)
         i += 1

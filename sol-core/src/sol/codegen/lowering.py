@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..ir import Graph, Layer
+from ..ir import Graph, Layer, is_static
 from .dnn import DnnModule
 
 
@@ -47,10 +47,15 @@ def lower_layers(layers: Sequence[Layer], dnn: DnnModule | None, graph: Graph) -
 
 
 def attention_as_matmuls(layer: Layer, graph: Graph) -> list[Layer]:
-    """attention(q, k, v) without a mask -> matmul(q * scale, k^T), softmax, matmul(., v)."""
-    if len(layer.inputs) != 3 or layer.attrs.get("is_causal", False):
-        raise ValueError(f"attention {layer.name!r} has a mask: only unmasked attention is lowered")
-    q, k, v = layer.inputs
+    """attention(q, k, v, [mask]) -> matmul(q * scale, k^T), [+ mask | where(mask, ., -inf)], softmax, matmul(., v).
+
+    A float mask is added to the scores, a bool mask keeps the scores where it is true (the others become -inf),
+    ``is_causal`` is a constant lower-triangular bool mask (static lengths only)."""
+    q, k, v = layer.inputs[:3]
+    mask = layer.inputs[3] if len(layer.inputs) > 3 else None
+    causal = bool(layer.attrs.get("is_causal", False))
+    if causal and not (is_static(q.shape[-2]) and is_static(k.shape[-2])):
+        raise ValueError(f"attention {layer.name!r} is causal with lengths that vary: it stays one fused loop")
     scale = layer.attrs.get("scale")
     scale = 1.0 / float(np.sqrt(q.shape[-1])) if scale is None else float(scale)
     # Graph.add_layer names the tensors and infers their shapes; the layers are taken back out of the graph
@@ -61,6 +66,17 @@ def attention_as_matmuls(layer: Layer, graph: Graph) -> list[Layer]:
     (scaled,) = graph.add_layer("mul", [q, factor], name=f"{layer.name}.scaled_q")
     (scores,) = graph.add_layer("matmul", [scaled, k], {"transpose_b": True},  # k read transposed where it lies
                                 name=f"{layer.name}.scores")
+    masks = [mask] if mask is not None else []
+    if causal:
+        length, source = int(q.shape[-2]), int(k.shape[-2])
+        masks.append(graph.add_const(f"{layer.name}_causal", np.tril(np.ones((length, source), dtype=bool))))
+    for index, m in enumerate(masks):
+        where = f"{layer.name}.mask{index}"
+        if m.dtype == "bool":
+            lowest = graph.add_const(f"{where}_excluded", np.array(-np.inf, dtype=np.dtype(q.dtype)))
+            (scores,) = graph.add_layer("where", [m, scores, lowest], name=where)
+        else:
+            (scores,) = graph.add_layer("add", [scores, m], name=where)
     (weights,) = graph.add_layer("softmax", [scores], {"axis": scores.rank - 1}, name=f"{layer.name}.weights")
     graph.add_layer("matmul", [weights, v], name=layer.name)
     created = graph.layers[count:]

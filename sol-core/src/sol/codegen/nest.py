@@ -53,7 +53,8 @@ class Loop:
     step: str = "1"
     parallel: bool = False
     vector: bool = False
-    #: (C operator, variable) of a scalar reduction carried by this loop, e.g. ("+", "acc")
+    #: (C operator, variables) of the scalar reductions carried by this loop, e.g. ("+", "acc"); several
+    #: variables with one operator are comma-separated, as OpenMP's reduction clause lists them ("+", "a, b")
     reduction: tuple[str, str] | None = None
     comment: str = ""
     pragma: str = ""  # filled by the flavour

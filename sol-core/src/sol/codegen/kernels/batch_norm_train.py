@@ -231,7 +231,7 @@ def batch_norm_train_grad(layer: Layer, kc: KernelContext) -> list[Node]:
         Stmt(f"const double mu = {kc.load(mean, ['c'])}, rs = {kc.load(invstd, ['c'])};"),
         Stmt("double sdy = 0, sdyx = 0;"),
         *_over_channel(x.rank, sizes, [Stmt(f"const double g = {dyv};"), Stmt("sdy += g;"),
-                                       Stmt(f"sdyx += g * ((double){xv} - mu);")], vector=False),
+                                       Stmt(f"sdyx += g * ((double){xv} - mu);")], reduction=("+", "sdy, sdyx")),
         Stmt("const double dweight = sdyx * rs;"),
         Emit(f"({t})dweight", ("c",), 1),
         Emit(f"({t})sdy", ("c",), 2),

@@ -1,0 +1,61 @@
+"""The decomposition of attention into library-friendly layers (sol.codegen.lowering.attention_as_matmuls).
+
+A DNN module that `lowers` attention (CUDA: cuBLAS for both products) runs the decomposed layers instead of the
+fused loop, so the decomposition must compute the attention op exactly, masks included: a float mask is added to
+the scores, a bool mask keeps the scores where it is true, ``is_causal`` keeps the lower triangle.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sol.codegen.lowering import attention_as_matmuls
+from sol.ir import BATCH, Dim, Graph, Purpose
+from sol.ir.interpret import run_reference
+
+
+def _graph(mask: str | None, causal: bool, scale: float | None) -> tuple[Graph, list[np.ndarray]]:
+    rng = np.random.default_rng(7)
+    g = Graph("attention")
+    heads, length, source, width = 3, 5, 6 if not causal else 5, 4
+    q = g.add_input("q", [Dim(BATCH, Purpose.N), Dim(heads, Purpose.C), Dim(length, Purpose.S), Dim(width, Purpose.C)])
+    kv = [Dim(BATCH, Purpose.N), Dim(heads, Purpose.C), Dim(source, Purpose.S), Dim(width, Purpose.C)]
+    k, v = g.add_input("k", kv), g.add_input("v", kv)
+    inputs = [q, k, v]
+    arrays = [rng.standard_normal((2, heads, length, width)), rng.standard_normal((2, heads, source, width)),
+              rng.standard_normal((2, heads, source, width))]
+    if mask == "float":
+        inputs.append(g.add_input("m", [Dim(length, Purpose.S), Dim(source, Purpose.S)]))
+        arrays.append(rng.standard_normal((length, source)))
+    elif mask == "bool":
+        inputs.append(g.add_input("m", [Dim(BATCH, Purpose.N), Dim(1, Purpose.C), Dim(1, Purpose.S),
+                                        Dim(source, Purpose.S)], dtype="bool"))
+        keep = rng.random((2, 1, 1, source)) > 0.3
+        keep[..., 0] = True  # no row fully masked (that is NaN in every implementation)
+        arrays.append(keep)
+    (y,) = g.add_layer("attention", inputs, {"scale": scale, "is_causal": causal}, name="attn")
+    g.outputs = [y]
+    return g, [a.astype(np.float32) if a.dtype != bool else a for a in arrays]
+
+
+@pytest.mark.parametrize("mask,causal,scale", [(None, False, None), ("float", False, 0.3), ("bool", False, None),
+                                               (None, True, None), ("bool", True, 0.5)])
+def test_decomposed_attention_computes_the_op(mask: str | None, causal: bool, scale: float | None) -> None:
+    g, arrays = _graph(mask, causal, scale)
+    want = run_reference(g, arrays)[0]
+    (layer,) = g.layers
+    g.layers = attention_as_matmuls(layer, g)
+    ops = [lay.op for lay in g.layers]
+    assert ops[:2] == ["mul", "matmul"] and ops[-2:] == ["softmax", "matmul"]
+    assert ops.count("where") == (mask == "bool") + causal and ops.count("add") == (mask == "float")
+    got = run_reference(g, arrays)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_causal_attention_with_varying_lengths_is_not_decomposed() -> None:
+    g = Graph("varying")
+    dims = [Dim(1, Purpose.N), Dim(BATCH, Purpose.S), Dim(4, Purpose.C)]
+    q, k, v = (g.add_input(n, dims) for n in "qkv")
+    (layer_out,) = g.add_layer("attention", [q, k, v], {"scale": None, "is_causal": True}, name="attn")
+    with pytest.raises(ValueError, match="causal"):
+        attention_as_matmuls(g.layers[0], g)
