@@ -111,6 +111,23 @@ def test_activations_between_bf16_calls_are_stored_as_bf16() -> None:
     assert "sol_bf16_store(" in source and "sol_bf16_load(" in source  # the Clusters convert
 
 
+def test_a_pool_or_concat_between_bf16_calls_reads_bf16() -> None:
+    """conv -> max_pool -> conv and two convs -> concat -> conv: rounding commutes with a max or a copy, so the tensors
+    only those Clusters read are stored as bf16 too (the results are what fp32 storage would give)."""
+    g = Graph("bf16_storage_movers")
+    x = g.add_input("x", [Dim(BATCH, Purpose.N), Dim(8, Purpose.C), Dim(12, Purpose.P), Dim(12, Purpose.P)])
+    (a,) = g.add_layer("relu", [_conv(g, x, "stem", 8, 16)], name="stem_relu")
+    (p,) = g.add_layer("max_pool", [a], {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1), "dilation": (1, 1),
+                                         "ceil_mode": False}, name="pool")
+    left, right = _conv(g, p, "left", 16, 16, k=1), _conv(g, p, "right", 16, 16)
+    (cat,) = g.add_layer("concat", [left, right], {"axis": 1}, name="cat")
+    g.outputs = [_conv(g, cat, "head", 32, 8)]
+    compiled = _check(g)
+    stored = _stored_bf16(compiled.source_path.read_text())
+    assert {"stem_relu", "pool"} <= stored, stored
+    assert {"left", "right", "cat"} <= stored, stored
+
+
 def test_storage_off_keeps_every_activation_fp32() -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(sol.config, "x86::bf16_storage", False)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import sol
-from sol.codegen import cexpr
+from sol.codegen import cexpr, storage
 from sol.codegen.dnn import DnnCall, DnnCode, DnnModule
 from sol.codegen.layout import channels_last
 from sol.ir import Layer, Size, Tensor
@@ -66,7 +66,9 @@ class OneDnnModule(DnnModule):
         key = (f"onednn {self.version}|{winograd.settings()}|{grouped.settings()}|{linear.settings()}"
                f"|{input_scale.settings()}|{rnn.settings()}"
                f"|attention {attention.MIN_MULTIPLY_ADDS}|autotuning {int(sol.config['autotuning'])}|gemv dfp")
-        return key if self.precision == "fp32" else f"{key}|{self.precision} stored {int(self.store_reduced)}"
+        if self.precision == "fp32":
+            return key
+        return f"{key}|{self.precision} stored {storage.VERSION if self.store_reduced else 0}"
 
     @property
     def store_reduced(self) -> bool:

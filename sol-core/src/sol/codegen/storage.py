@@ -32,6 +32,10 @@ from ..ir import Tensor
 from .cluster import Cluster, Programs
 from .dnn import DnnModule
 
+#: changes whenever the choice of stored tensors or its code changes: part of the cache key of modules that store
+#: reduced (generated code differs without the graph or the toolchain changing)
+VERSION = 2
+
 #: C type generated code declares a tensor stored in a reduced dtype with (its bits; see prelude_cpu.j2)
 STORAGE_CTYPES = {"bfloat16": "uint16_t"}
 
@@ -91,15 +95,40 @@ def plan_storage(programs: Programs, dnn: DnnModule | None, inputs: Sequence[Ten
             for t in layer.inputs:
                 if id(t) in raw or id(top(t)) in raw:
                     refused.add(id(top(t)))
-    storage: dict[int, str] = {}
-    for tid, t in writable.items():
-        views = members.get(tid, [t])
-        if (tid in fixed or tid in refused or tid not in wanted or t.dtype != "float32" or id(t) not in needed
-                or any(id(v) in fixed for v in views)):
-            continue
-        for v in views:
-            storage[id(v)] = dtype
-    return storage
+    def chosen() -> dict[int, str]:
+        storage: dict[int, str] = {}
+        for tid, t in writable.items():
+            views = members.get(tid, [t])
+            if (tid in fixed or tid in refused or tid not in wanted or t.dtype != "float32" or id(t) not in needed
+                    or any(id(v) in fixed for v in views)):
+                continue
+            for v in views:
+                storage[id(v)] = dtype
+        return storage
+
+    # A Cluster that only moves or selects values (concat, max pool, relu...) and stores its results in the reduced
+    # type would round what it reads to the same values whether its input was rounded before or not: its input is
+    # wanted too, which halves its producer's writes and its own reads (SqueezeNet's expand convs into their concat,
+    # a stem conv into its max pool). Repeated until nothing changes (chains of such Clusters).
+    movers = [c for c in programs.main if not c.alias and c.dnn is None and _rounding_commutes(c)]
+    storage = chosen()
+    while True:
+        more = {id(top(t)) for c in movers for layer in c.layers for t in layer.inputs
+                if all(id(o) in storage or id(o) not in needed for o in c.produces())} - wanted
+        if not more:
+            return storage
+        wanted |= more
+        storage = chosen()
+
+
+#: ops whose result, rounded to a reduced type, equals the op of the rounded input: they copy or select elements,
+#: or are monotonic and exact on representable values (relu, clamp to representable bounds... max of equal roundings)
+COMMUTING_OPS = frozenset({"concat", "max_pool", "adaptive_max_pool", "permute", "slice", "pad", "split",
+                           "channel_shuffle", "identity", "expand", "relu"})
+
+
+def _rounding_commutes(c: Cluster) -> bool:
+    return all(layer.op in COMMUTING_OPS for layer in c.layers) and c.pool is None
 
 
 def _raw_accesses(c: Cluster, programs: Programs, needed: set[int], flavour: object) -> set[int]:
