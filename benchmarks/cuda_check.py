@@ -371,28 +371,36 @@ def speed_compiled(row: dict[str, Any]) -> None:
         row["compiled_ms"] = _time(lambda: compiled(xb))
 
 
-def speed_training(name: str, budget: Budget, dry_run: bool) -> dict[str, Any] | None:
-    import copy
+def _train_step(m: Any, inp: Any, opt: Any) -> None:
+    opt.zero_grad(set_to_none=True)
+    _outputs(m(inp))[0].float().mean().backward()
+    opt.step()
 
-    import sol
+
+def _train_setup(name: str) -> tuple[Any, Any]:
     import torch
     from sol_frontend_torch.zoo import build
 
     model, x = build(name)
     _no_dropout(model).train()
-    xb = torch.randn((TRAIN_SPEED_BATCH, *x.shape[1:]))
+    torch.manual_seed(TRAIN_SPEED_BATCH)
+    return model, torch.randn((TRAIN_SPEED_BATCH, *x.shape[1:]))
+
+
+def speed_training(name: str, budget: Budget, dry_run: bool) -> dict[str, Any] | None:
+    """ms per training step (forward, backward, SGD) on CUDA tensors: eager and SOL."""
+    import copy
+
+    import sol
+    import torch
+
+    model, xb = _train_setup(name)
     reference = copy.deepcopy(model)
     optimized = sol.optimize(model, xb, device="cuda")  # training graphs are captured for this batch
     optimized.train()
-
-    def step(m: Any, inp: Any, opt: Any) -> None:
-        opt.zero_grad(set_to_none=True)
-        _outputs(m(inp))[0].float().mean().backward()
-        opt.step()
-
     sol_opt = torch.optim.SGD(optimized.parameters(), lr=1e-6)
     try:
-        step(optimized, xb, sol_opt)
+        _train_step(optimized, xb, sol_opt)
     except NotRun:
         if dry_run:
             return None
@@ -403,20 +411,26 @@ def speed_training(name: str, budget: Budget, dry_run: bool) -> dict[str, Any] |
     optimized.cuda()  # the parameters move in place: the optimizer keeps them
     eager_opt = torch.optim.SGD(reference.parameters(), lr=1e-6)
     xc = xb.cuda()
-    row = {"model": name, "batch": TRAIN_SPEED_BATCH, "mode": "training",
-           "eager_ms": _time(lambda: step(reference, xc, eager_opt), min_reps=3),
-           "sol_ms": _time(lambda: step(optimized, xc, sol_opt), min_reps=3),
-           "sol_note": "native (CUDA tensors)"}
-    if budget.left() < 120:  # compiling a training step takes a minute or more
-        return row
-    compiled = torch.compile(reference)
+    return {"model": name, "batch": TRAIN_SPEED_BATCH, "mode": "training",
+            "eager_ms": _time(lambda: _train_step(reference, xc, eager_opt), min_reps=3),
+            "sol_ms": _time(lambda: _train_step(optimized, xc, sol_opt), min_reps=3),
+            "sol_note": "native (CUDA tensors)"}
+
+
+def speed_training_compiled(row: dict[str, Any]) -> None:
+    """torch.compile (default mode) of the row's training step, timed into the row."""
+    import torch
+
+    model, xb = _train_setup(row["model"])
+    model.cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-6)
+    xc = xb.cuda()
+    compiled = torch.compile(model)
     started = time.perf_counter()
-    with contextlib.suppress(Exception):
-        step(compiled, xc, eager_opt)
-        torch.cuda.synchronize()
-        row["compile_s"] = round(time.perf_counter() - started, 1)
-        row["compiled_ms"] = _time(lambda: step(compiled, xc, eager_opt), min_reps=3)
-    return row
+    _train_step(compiled, xc, opt)
+    torch.cuda.synchronize()
+    row["compile_s"] = round(time.perf_counter() - started, 1)
+    row["compiled_ms"] = _time(lambda: _train_step(compiled, xc, opt), min_reps=3)
 
 
 # -- driver ---------------------------------------------------------------------------------------------------
@@ -497,11 +511,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for r in rows:
                 report["speed"] += r.get("rows", []) or ([r] if "error" in r else [])
     if not args.dry_run:
-        for row in [r for r in report["speed"] if r.get("mode") == "inference" and "eager_ms" in r]:
-            if section("torch.compile", f"{row['model']} b{row['batch']}", 45):
-                with contextlib.suppress(Exception):
-                    speed_compiled(row)
-                    print(f"compiled {row['model']} b{row['batch']}: {row.get('compiled_ms', 0):.3f} ms", flush=True)
         torch.backends.cudnn.allow_tf32 = False  # gradients: TF32 off again
     for kind, name in items:
         if kind == "training" and section(kind, name, 20):
@@ -513,6 +522,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             rows = []
             guarded(rows, f"train-speed {name}", lambda n=name: speed_training(n, budget, args.dry_run) or {})
             report["speed"] += [r for r in rows if "eager_ms" in r or "error" in r]
+    if not args.dry_run:  # torch.compile last, with what is left: it is the slowest to set up and not SOL's
+        for row in [r for r in report["speed"] if "eager_ms" in r]:
+            need = 45 if row["mode"] == "inference" else 120  # compiling a training step takes a minute or more
+            if section("torch.compile", f"{row['model']} {row['mode']} b{row['batch']}", need):
+                with contextlib.suppress(Exception):
+                    (speed_compiled if row["mode"] == "inference" else speed_training_compiled)(row)
+                    print(f"compiled {row['model']} {row['mode']} b{row['batch']}: "
+                          f"{row.get('compiled_ms', 0):.3f} ms", flush=True)
     report["artifacts"] = {"carried": artifacts.used, "built_here": artifacts.built}
     report["seconds"] = round(time.perf_counter() - budget.start, 1)
     return report
@@ -547,7 +564,7 @@ def table(report: dict[str, Any]) -> str:
                              f"SOL {w['err'] / max(w['scale'], 1.0):.2e}, eager fp32 "
                              f"{w['eager_err'] / max(w['scale'], 1.0):.2e}  {'OK' if c['ok'] else 'FAIL'}")
     lines += ["", "speed, ms per call (PyTorch's default precision settings)",
-              f"{'model':22s} {'mode':10s} {'batch':>5s} {'eager':>9s} {'compile':>9s} {'SOL':>9s} {'SOL/eager':>9s}"]
+              f"{'model':22s} {'mode':10s} {'batch':>5s} {'eager':>9s} {'compile':>9s} {'SOL':>9s} {'SOL/eager':>9s}  (times: < 1 is SOL faster)"]
     for r in report["speed"]:
         if "error" in r:
             lines.append(f"{r.get('what', '?'):33s} ERROR {r['error'][:150]}")
