@@ -143,6 +143,15 @@ def _dense_graph() -> CaseGraph:
     k_long = cg.input("k_long", (0, 2, 11, 8))
     v_long = cg.input("v_long", (0, 2, 11, 5))
     cg.case("attention_row_groups", "attention", [q_long, k_long, v_long], {"scale": None, "is_causal": False})
+    # masks and the causal limit on the four-row groups too (BERT's and GPT-2's attention always has a mask)
+    cg.case("attention_row_groups_causal", "attention", [q_long, k_long, v_long], {"scale": 0.4, "is_causal": True})
+    long_mask = cg.graph.add_const("long_mask", RNG.random((1, 37, 11)) > 0.4)
+    long_mask.data[..., 3] = True  # never a fully masked row
+    cg.case("attention_row_groups_bool_mask", "attention", [q_long, k_long, v_long, long_mask],
+            {"scale": None, "is_causal": False})
+    long_float = cg.param("long_float", RNG.standard_normal((2, 37, 11)).astype(np.float32))
+    cg.case("attention_row_groups_float_mask_causal", "attention", [q_long, k_long, v_long, long_float],
+            {"scale": None, "is_causal": True})
     return cg
 
 

@@ -16,6 +16,8 @@ from sol.passes import (
     fold_batch_norm,
     fold_constants,
     fuse_channel_shuffle,
+    gelu_tanh_from_elementwise,
+    linear_over_leading_dims,
     merge_relu_maxpool,
     permute_as_reshape,
     pool_before_concat,
@@ -473,3 +475,70 @@ def test_pipeline_with_wildcard_batch() -> None:
     assert ops(g)[-3:] == ["conv", "relu", "reshape"]
     for batch in (1, 3):
         assert_same(before, g, [rand(batch, 3, 8, 8)])
+
+
+def written_out_gelu_tanh(cube: str = "mul", k: float = 0.044715) -> Graph:
+    """GPT-2's NewGELUActivation as the frontend emits it: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + k * x^3)))."""
+    g = Graph("gelu_tanh")
+    x = g.add_input("x", [Dim(4, Purpose.N), Dim(6)])
+
+    def const(value: float) -> object:
+        return g.add_const("c", np.array(value, dtype=np.float32))
+
+    (half,) = g.add_layer("mul", [x, const(0.5)])
+    if cube == "pow":
+        (x3,) = g.add_layer("pow", [x, const(3.0)])
+    else:
+        (x2,) = g.add_layer("mul", [x, x])
+        (x3,) = g.add_layer("mul", [x, x2])  # the other association than transformers' x * x * x
+    (kx3,) = g.add_layer("mul", [const(k), x3])
+    (inner,) = g.add_layer("add", [kx3, x])
+    (scaled,) = g.add_layer("mul", [inner, const(float(np.sqrt(2.0 / np.pi)))])
+    (t,) = g.add_layer("tanh", [scaled])
+    (one_plus,) = g.add_layer("add", [const(1.0), t])
+    (y,) = g.add_layer("mul", [one_plus, half])
+    g.outputs = [y]
+    return g
+
+
+@pytest.mark.parametrize("cube", ["mul", "pow"])
+def test_written_out_gelu_tanh_becomes_one_gelu(cube: str) -> None:
+    g = written_out_gelu_tanh(cube)
+    before = copy.deepcopy(g)
+    remove_dead_layers(gelu_tanh_from_elementwise(g))
+    assert ops(g) == ["gelu"] and g.layers[0].attrs == {"approximate": "tanh"}
+    assert g.outputs[0] is g.layers[0].outputs[0]
+    assert_same(before, g, [rand(4, 6)])
+
+
+def test_other_tanh_products_are_not_taken_for_gelu() -> None:
+    g = written_out_gelu_tanh(k=0.05)
+    gelu_tanh_from_elementwise(g)
+    assert "gelu" not in ops(g)
+
+
+def flattened_linear(restore: tuple[int, ...]) -> Graph:
+    """reshape(x, [rows, K]) -> linear -> reshape(restore) -> add: GPT-2's Conv1D and its residual."""
+    g = Graph("flattened_linear")
+    x = g.add_input("x", [Dim(2, Purpose.N), Dim(3), Dim(6)])
+    (flat,) = g.add_layer("reshape", [x], {"shape": (6, 6)})
+    (y,) = g.add_layer("linear", [flat, g.add_param("w", rand(4, 6)), g.add_param("b", rand(4))])
+    (z,) = g.add_layer("reshape", [y], {"shape": restore})
+    (out,) = g.add_layer("add", [z, g.add_param("residual", rand(*restore))])
+    g.outputs = [out]
+    return g
+
+
+def test_linear_between_flattening_reshapes_takes_the_leading_dims() -> None:
+    g = flattened_linear((2, 3, 4))
+    before = copy.deepcopy(g)
+    linear_over_leading_dims(g)
+    assert ops(g) == ["linear", "add"]
+    assert g.layers[0].inputs[0] is g.inputs[0] and g.layers[0].outputs[0].shape == (2, 3, 4)
+    assert_same(before, g, [rand(2, 3, 6)])
+
+
+def test_linear_reshaped_to_other_dims_keeps_its_reshapes() -> None:
+    g = flattened_linear((3, 2, 4))
+    linear_over_leading_dims(g)
+    assert ops(g) == ["reshape", "linear", "reshape", "add"]

@@ -14,6 +14,8 @@ from .conv_over_concat import conv_over_concat
 from .cse import eliminate_common_subexpressions
 from .dead_layers import remove_dead_layers
 from .elementwise_before_permute import elementwise_before_permute
+from .gelu_tanh import gelu_tanh_from_elementwise
+from .linear_rows import linear_over_leading_dims
 from .permute_as_reshape import permute_as_reshape
 from .pool_before_concat import pool_before_concat
 from .pool_before_pointwise_conv import pool_before_pointwise_conv
@@ -31,6 +33,8 @@ INFERENCE_PASSES = (
     batch_norm_as_scale_shift,
     fuse_channel_shuffle,
     permute_as_reshape,
+    gelu_tanh_from_elementwise,  # after constant folding: its constants are folded scalars
+    linear_over_leading_dims,
     merge_relu_maxpool,
     pool_before_pointwise_conv,
     pool_before_concat,
@@ -54,6 +58,6 @@ def run_inference_passes(graph: Graph) -> Graph:
 
 
 __all__ = [
-    "INFERENCE_PASSES", "batch_norm_as_scale_shift", "conv_over_concat", "eliminate_common_subexpressions", "elementwise_before_permute", "fold_batch_norm", "fold_constants", "fuse_channel_shuffle", "merge_relu_maxpool", "permute_as_reshape", "pool_before_concat", "pool_before_pointwise_conv",
+    "INFERENCE_PASSES", "batch_norm_as_scale_shift", "conv_over_concat", "eliminate_common_subexpressions", "elementwise_before_permute", "fold_batch_norm", "fold_constants", "gelu_tanh_from_elementwise", "linear_over_leading_dims", "fuse_channel_shuffle", "merge_relu_maxpool", "permute_as_reshape", "pool_before_concat", "pool_before_pointwise_conv",
     "remove_dead_layers", "remove_identity", "run_inference_passes", "run_passes",
 ]
