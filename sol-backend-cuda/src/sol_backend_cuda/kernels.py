@@ -270,12 +270,14 @@ def _stride_over_lanes(nodes: list[Node]) -> None:
             if n.reduction is not None:
                 op, names = n.reduction
                 combine, identity = WARP_REDUCTIONS[op]
-                for var in (v.strip() for v in names.split(",")):  # "a, b": several variables, one operator
-                    if identity is not None:  # the start value counts once: lane 0 keeps it, the others start neutral
+                variables = [v.strip() for v in names.split(",")]  # "a, b": several variables, one operator
+                if identity is not None:  # the start value counts once: lane 0 keeps it, the others start neutral
+                    for var in variables:  # every reset before the loop (nodes[i] is the loop again after each)
                         nodes.insert(i, Stmt(f"if (sol_lane != 0) {var} = {identity};", "the warp's partial results"))
                         i += 1
-                    nodes.insert(i + 1, Stmt(f"{var} = {combine}({var});", "combined over the warp (shuffles)"))
-                    i += 1
+                for offset, var in enumerate(variables, 1):  # every combination after it
+                    nodes.insert(i + offset, Stmt(f"{var} = {combine}({var});", "combined over the warp (shuffles)"))
+                i += len(variables)
         elif isinstance(n, (Loop, Block)):
             _stride_over_lanes(n.body)
         i += 1
