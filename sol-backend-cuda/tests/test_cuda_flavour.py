@@ -50,8 +50,9 @@ def test_elementwise_nest_is_one_thread_per_element():
                                                      ("const float*", "t_w"), ("int64_t", "N")]
     launch = "\n".join(kmap.launch_lines(k))
     assert "const int64_t sol_items = (N) * (64);" in launch
-    assert "if (sol_items > 0) k<<<sol_cuda_blocks(sol_items, 256), 256, 0, sol_stream>>>(sol_items, t_y, t_x, t_w, N);" \
-        in launch
+    assert "const int sol_threads = sol_cuda_threads(sol_items, 1);" in launch
+    assert "if (sol_items > 0) k<<<sol_cuda_blocks(sol_items, sol_threads), sol_threads, 0, sol_stream>>>(sol_items, " \
+        "t_y, t_x, t_w, N);" in launch
     head = "\n".join(kmap.kernel_head(k))
     assert "static __global__ void __launch_bounds__(256) k(const int64_t sol_items, float* t_y, const float* t_x, " \
            "const float* t_w, int64_t N)" in head
@@ -71,7 +72,8 @@ def test_reduction_runs_on_a_warp_with_shuffles():
                      "t_y[i0 * 256 + o] = acc;"]
     loop = next(n for n in k.body if isinstance(n, Loop))
     assert loop.start == "(0) + ((sol_lane - (0)) & 31)" and loop.step == "32"
-    assert "sol_cuda_blocks(sol_items, 8), 256" in "\n".join(kmap.launch_lines(k))
+    launch = "\n".join(kmap.launch_lines(k))
+    assert "sol_cuda_threads(sol_items, 32);" in launch and "sol_cuda_blocks(sol_items, sol_threads / 32), sol_threads" in launch
     assert "  const int sol_lane = (int)(threadIdx.x & 31);" in kmap.kernel_head(k)
 
 
@@ -410,6 +412,38 @@ int main() {
     assert rows[1][0] == 16 and rows[1][1] == half // (256 * 100352) and rows[1][1] * 256 * 100352 <= half  # b64
     assert rows[2] == (4096, 4096)                            # small scratch: uncapped
     assert rows[3] == (1, 1)                                  # more than the heap per thread: one block (guarded)
+
+
+def test_few_items_take_smaller_blocks_spread_over_the_sms(tmp_path):
+    """sol_cuda_threads as plain C++: 256 threads when the items fill the GPU, whole warps down to one otherwise."""
+    import shutil
+
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no g++")
+    from sol_backend_cuda.flavour import PRELUDE
+
+    helpers = PRELUDE[PRELUDE.index("// Blocks of a grid-stride launch"):]
+    program = tmp_path / "threads.cpp"
+    program.write_text("#include <cstdint>\n#include <cstddef>\n#include <cstdio>\n" + helpers + """
+int main() {
+  const int64_t cases[][2] = {{64, 32}, {512, 32}, {24576, 32}, {1024, 1}, {100000, 1}, {1, 1}, {3000, 32}};
+  for (const auto& c : cases) { const int t = sol_cuda_threads(c[0], c[1]);
+    printf("%d %u\\n", t, sol_cuda_blocks(c[0], t / c[1])); }
+}
+""")
+    subprocess.run([cxx, "-std=c++17", str(program), "-o", str(tmp_path / "threads")], check=True)
+    rows = [tuple(map(int, line.split())) for line in subprocess.run(
+        [str(tmp_path / "threads")], capture_output=True, text=True, check=True).stdout.split("\n") if line]
+    assert rows[0] == (32, 64)        # resnet18's 64 batch-norm channels: a warp per block, 64 SMs busy (was 8)
+    assert rows[1] == (32, 512)
+    assert rows[2] == (256, 3072)     # enough softmax rows: full blocks of 8 warps
+    assert rows[3] == (32, 32)        # a thread per item, 1024 items: 32 blocks of a warp
+    assert rows[4] == (256, 391)
+    assert rows[5] == (32, 1)
+    assert rows[6] == (256, 375)      # 3000 warps: 11 per block at 264 blocks, capped at 8
+    for threads, _ in rows:
+        assert threads % 32 == 0 and 32 <= threads <= kmap.BLOCK_THREADS
 
 
 def test_precisions_other_than_fp32_are_a_clear_error():

@@ -43,6 +43,9 @@ BLOCK_THREADS = 256
 WARP = 32
 #: grid-stride loops cover any size; more blocks than this only add scheduling overhead
 MAX_BLOCKS = 65535
+#: a launch with fewer items than fill this many full blocks takes smaller blocks (`sol_cuda_threads`): two per SM
+#: of the largest GPUs (132 on an H100/H200), so a few long work items do not crowd onto a few SMs
+SPREAD_BLOCKS = 264
 #: innermost vector loops of at most this many iterations (constants) do not fill a warp: one thread per item
 SHORT_VECTOR = 8
 
@@ -104,11 +107,12 @@ class Kernel:
 
     @property
     def threads(self) -> int:
-        """Threads per block."""
+        """Threads per block at most (``__launch_bounds__``; a launch of few items takes fewer: `launch_lines`)."""
         return 1 if self.mode == "serial" else BLOCK_THREADS
 
     @property
     def items_per_block(self) -> int:
+        """Work items per block of ``threads`` threads."""
         return {"serial": 1, "warp": BLOCK_THREADS // WARP}.get(self.mode, BLOCK_THREADS)
 
     def work(self) -> str:
@@ -347,15 +351,18 @@ def launch_lines(kernel: Kernel, stream: str = "sol_stream") -> list[str]:
     a pooling gradient's whole input plane exhausted the heap on an H100.
     """
     args = ", ".join(["sol_items", *(p.name for p in kernel.params)])
-    grid = "1" if kernel.mode == "serial" else f"sol_cuda_blocks(sol_items, {kernel.items_per_block})"
-    if kernel.scratch is not None and kernel.mode != "serial":
-        grid = f"sol_cuda_scratch_blocks(sol_items, {kernel.items_per_block}, {kernel.threads}, {kernel.scratch})"
-    return [
-        "{",
-        f"  const int64_t sol_items = {kernel.work()};",
-        f"  if (sol_items > 0) {kernel.name}<<<{grid}, {kernel.threads}, 0, {stream}>>>({args});",
-        "}",
-    ]
+    lines = ["{", f"  const int64_t sol_items = {kernel.work()};"]
+    if kernel.mode == "serial":
+        grid, threads = "1", "1"
+    else:  # the block size follows the item count at run time (`sol_cuda_threads`)
+        per_item = WARP if kernel.mode == "warp" else 1
+        lines.append(f"  const int sol_threads = sol_cuda_threads(sol_items, {per_item});")
+        per_block = f"sol_threads / {per_item}" if per_item > 1 else "sol_threads"
+        grid, threads = f"sol_cuda_blocks(sol_items, {per_block})", "sol_threads"
+        if kernel.scratch is not None:
+            grid = f"sol_cuda_scratch_blocks(sol_items, {per_block}, sol_threads, {kernel.scratch})"
+    lines += [f"  if (sol_items > 0) {kernel.name}<<<{grid}, {threads}, 0, {stream}>>>({args});", "}"]
+    return lines
 
 
 #: ``T* name = new T[count]`` (optionally ``()``-initialised) in a kernel body
