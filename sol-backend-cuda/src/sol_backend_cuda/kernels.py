@@ -166,7 +166,7 @@ def _parallel_kernel(top: Loop, name: str) -> Kernel:
         loops.append(FlatLoop(only.var, _count(only), only.start, only.step))
         return Kernel(name, "elementwise", loops, only.body)
     if _warp_mappable(body):
-        _stride_over_lanes(body)
+        _stride_over_lanes(body, _private_arrays(body))
         return Kernel(name, "warp", loops, body)
     return Kernel(name, "thread", loops, body)
 
@@ -239,32 +239,59 @@ def _warp_mappable(body: list[Node]) -> bool:
     # memory (or a private array) updated in place by code every lane runs would be updated 32 times
     if any("[" in code and _UPDATE.search(code) for code in outside):
         return False
-    arrays = {m.group(1) for code in _all_code(body) if (m := _ARRAY_DECL.match(code))}
+    arrays = _private_arrays(body)
     if not arrays:
         return True
-    # a private array must only be read and written inside lane loops, at exactly that loop's index, so each
-    # lane touches its own elements (lane l owns index i with i % 32 == l in every lane loop)
+    # a private array must only be read and written inside lane loops, at that loop's index (or its offset from
+    # the loop's start), so each lane touches its own elements (see `_lane_origin`)
     if any(re.search(rf"\b{re.escape(a)}\s*\[", code) for a in arrays for code in outside
            if not _ARRAY_DECL.match(code)):
         return False
-    for lp in lane_loops:
-        if lp.step != "1":
-            return False
-        for code in _all_code(lp.body):
-            for a in arrays:
-                for m in re.finditer(rf"\b{re.escape(a)}\s*\[([^\]]*)\]", code):
-                    if m.group(1).strip() != lp.var:
-                        return False
-    return True
+    return all(lp.step == "1" and _lane_origin(lp, arrays) is not None for lp in lane_loops)
 
 
-def _stride_over_lanes(nodes: list[Node]) -> None:
-    """Rewrite every innermost vector loop of ``nodes`` to the lanes of the warp; combine reductions after it."""
+def _private_arrays(body: Sequence[Node]) -> set[str]:
+    return {m.group(1) for code in _all_code(body) if (m := _ARRAY_DECL.match(code))}
+
+
+def _lane_origin(loop: Loop, arrays: set[str]) -> str | None:
+    """How a lane loop indexes the work item's private arrays, which decides which iterations a lane takes:
+
+    * "absolute": at the loop variable (``acc[ow]``); lane l takes the iterations i with i % 32 == l, whatever
+      the loop's start;
+    * "relative": at its offset from the loop's start (``acc[k - j0]``: a column reduction's block of
+      accumulators); lane l takes the iterations with (i - start) % 32 == l.
+
+    Either way lane l owns the elements whose index is l modulo 32 in every loop, so it reads back what it wrote.
+    None: an access of another form (or both forms in one loop), which a warp cannot share out."""
+    found = set()
+    relative = f"{loop.var}-{loop.start}".replace(" ", "")
+    for code in _all_code(loop.body):
+        for a in arrays:
+            for m in re.finditer(rf"\b{re.escape(a)}\s*\[([^\]]*)\]", code):
+                index = m.group(1).replace(" ", "")
+                if index == loop.var:
+                    found.add("absolute")
+                elif loop.start != "0" and index == relative:
+                    found.add("relative")
+                else:
+                    return None
+    if len(found) > 1:
+        return None
+    return found.pop() if found else "absolute"
+
+
+def _stride_over_lanes(nodes: list[Node], arrays: set[str]) -> None:
+    """Rewrite every innermost vector loop of ``nodes`` to the lanes of the warp; combine reductions after it.
+    ``arrays``: the work item's private arrays (`_lane_origin` decides which iterations each lane takes)."""
     i = 0
     while i < len(nodes):
         n = nodes[i]
         if isinstance(n, Loop) and n.vector and not has_vector_loop(n.body):
-            if n.step == "1":  # lane l takes the indices i % 32 == l, whatever the start
+            if n.step == "1" and _lane_origin(n, arrays) == "relative":  # lane l: (i - start) % 32 == l
+                n.start = f"({n.start}) + sol_lane"
+                n.step = str(WARP)
+            elif n.step == "1":  # lane l takes the indices i % 32 == l, whatever the start
                 n.start = f"({n.start}) + ((sol_lane - ({n.start})) & {WARP - 1})"
                 n.step = str(WARP)
             else:
@@ -283,7 +310,7 @@ def _stride_over_lanes(nodes: list[Node]) -> None:
                     nodes.insert(i + offset, Stmt(f"{var} = {combine}({var});", "combined over the warp (shuffles)"))
                 i += len(variables)
         elif isinstance(n, (Loop, Block)):
-            _stride_over_lanes(n.body)
+            _stride_over_lanes(n.body, arrays)
         i += 1
 
 
