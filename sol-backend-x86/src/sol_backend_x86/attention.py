@@ -7,6 +7,12 @@ ms per layer. oneDNN's batched matmul runs q @ k^T and p @ v at 130-150
 GFLOP/s: 0.86 ms per layer for both. The lowering (sol.codegen.lowering)
 materialises the scores, which pays off only when the products are big
 enough; small attention stays one fused loop (no extra calls or buffers).
+
+Masks (bool or additive) and the causal limit go between the two calls (a
+``where``/``add`` on the scores, see the lowering). BERT-base's and GPT-2's
+attention (12 heads, 128 x 128 x 64, a [1, 1, 128, 128] bool mask) took 0.9
+ms per layer in the fused loop on one AVX-512 core and 0.5 ms as matmuls
+(process CPU time); whole BERT-base on one thread 170.7 -> 160.3 ms.
 """
 
 from __future__ import annotations
@@ -19,11 +25,13 @@ MIN_MULTIPLY_ADDS = 1 << 20
 
 def lowers(layer: Layer) -> bool:
     """Whether ``layer`` (an attention) runs as two oneDNN matmuls and a softmax."""
-    if layer.op != "attention" or len(layer.inputs) != 3 or layer.attrs.get("is_causal", False):
-        return False  # masks stay in the fused loop (it applies them while the scores are in registers)
-    if any(t.dtype != "float32" for t in [*layer.inputs, *layer.outputs]):
+    if layer.op != "attention" or len(layer.inputs) not in (3, 4):
         return False
-    q, k, _ = layer.inputs
+    q, k, v = layer.inputs[:3]
+    if any(t.dtype != "float32" for t in [q, k, v, *layer.outputs]):
+        return False
+    if len(layer.inputs) == 4 and layer.inputs[3].dtype not in ("float32", "bool"):
+        return False
     product = (q.shape[-2], k.shape[-2], q.shape[-1])  # L x S x E, per head
     if not all(is_static(s) for s in product):
         return False  # lengths that vary with the batch: keep the fused loop
