@@ -238,6 +238,25 @@ def test_generated_source_calls_the_libraries(tmp_path):
 
 
 @needs_libs
+@pytest.mark.parametrize("autotuning", [True, False])
+def test_autotuning_times_convolution_algorithms_on_the_gpu(autotuning):
+    """sol.config["autotuning"]: cuDNN's algorithms are timed (cudnnFind*Ex) at the first call of a batch size
+    instead of ranked by its heuristics; part of the cache key, so the two builds are separate artifacts."""
+    sol.config["autotuning"] = autotuning
+    try:
+        flavour = CudaFlavour(cc="90", nvcc=NVCC or "nvcc", dnn=True)
+        source = flavour.prelude()
+        key = flavour.dnn.key()
+    finally:
+        del sol.config["autotuning"]
+    assert f"#define SOL_CUDA_AUTOTUNE {int(autotuning)}" in source
+    for find in ("cudnnFindConvolutionForwardAlgorithmEx", "cudnnFindConvolutionBackwardDataAlgorithmEx",
+                 "cudnnFindConvolutionBackwardFilterAlgorithmEx"):
+        assert find in source  # compiled only where SOL_CUDA_AUTOTUNE is 1
+    assert f"|autotune {int(autotuning)}" in key
+
+
+@needs_libs
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed: pip install \"sol-backend-cuda[toolchain]\"")
 def test_library_calls_compile_and_link_against_the_wheels(tmp_path):
     source, flavour = _small_model_source()

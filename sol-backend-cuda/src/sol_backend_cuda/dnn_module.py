@@ -39,11 +39,15 @@ def _float32(layer: Layer) -> bool:
 class CudaDnnModule(DnnModule):
     name = "cudnn-cublas"
 
-    def __init__(self, versions: str = "") -> None:
+    def __init__(self, versions: str = "", autotune: bool = False) -> None:
         self.versions = versions
+        #: convolution algorithms timed on the GPU (cudnnFind*Ex) at the first call of a batch size, instead of
+        #: cuDNN's heuristics (``sol.config["autotuning"]``, `sol_backend_cuda.glue`)
+        self.autotune = autotune
 
     def key(self) -> str:
-        return f"{self.name} {self.versions}|workspace {LIBRARY_WORKSPACE_BYTES}|fp32 fma|attention as gemms"
+        return (f"{self.name} {self.versions}|workspace {LIBRARY_WORKSPACE_BYTES}|fp32 fma|attention as gemms"
+                f"|autotune {int(self.autotune)}")
 
     # -- planning -------------------------------------------------------------------------------------------
     def accepts(self, layer: Layer) -> bool:

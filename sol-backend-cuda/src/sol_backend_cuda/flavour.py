@@ -199,7 +199,8 @@ class CudaFlavour(Flavour):
         self.libraries = found or ()
         self.dnn: CudaDnnModule | None = None
         if found:
-            self.dnn = CudaDnnModule(" ".join(f"{lib.name}:{lib.lib}" for lib in found))
+            self.dnn = CudaDnnModule(" ".join(f"{lib.name}:{lib.lib}" for lib in found),
+                                     autotune=bool(sol.config["autotuning"]))
         elif wanted:
             _log.info("CUDA code without cuBLAS/cuDNN calls: %s", libraries.missing_reason())
 
@@ -275,7 +276,7 @@ class CudaFlavour(Flavour):
 
     # -- code --------------------------------------------------------------------------------------------
     def prelude(self) -> str:
-        return PRELUDE + (glue() if self.dnn is not None else "")
+        return PRELUDE + (glue(self.dnn.autotune) if self.dnn is not None else "")
 
     def parallel_pragma(self, collapse: int, simd: bool) -> str:
         return ""  # loops become grid-stride indices (`kernels`), not pragmas

@@ -35,6 +35,8 @@ GLUE = r"""
 #include <cstdio>
 
 #define SOL_LIBRARY_WORKSPACE ((size_t)%(workspace)dU)
+// convolution algorithms timed on the GPU at the first call of a batch size (sol.config["autotuning"])
+#define SOL_CUDA_AUTOTUNE %(autotune)d
 static cublasHandle_t sol_cublas = nullptr;
 static cublasLtHandle_t sol_cublaslt = nullptr;
 static cudnnHandle_t sol_cudnn = nullptr;
@@ -167,7 +169,8 @@ struct sol_cudnn_conv {
 
 static int sol_conv_setup(const char* layer, sol_cudnn_conv* s, int kind, int64_t n, int c, int h, int w, int k,
                           int r, int q_s, int pad_h, int pad_w, int stride_h, int stride_w, int dil_h, int dil_w,
-                          int groups, int p, int q, int relu) {
+                          int groups, int p, int q, int relu, const void* first, const void* second, void* out,
+                          void* workspace) {
   if (!s->conv) {
     SOL_CUDNN(layer, cudnnCreateTensorDescriptor(&s->x));
     SOL_CUDNN(layer, cudnnCreateTensorDescriptor(&s->y));
@@ -192,10 +195,47 @@ static int sol_conv_setup(const char* layer, sol_cudnn_conv* s, int kind, int64_
             oh, ow, layer, (long long)n, k, p, q);
     return 1;
   }
-  // the heuristics' ranking, fastest first; the first that succeeds within the workspace is taken
   int found = 0;
   s->algo = -1;
+#if SOL_CUDA_AUTOTUNE
+  // autotuning: cudnnFind*Ex times every algorithm that fits the workspace on the call's own buffers (first,
+  // second: the call's inputs, out: its output, which the call then computes again), fastest first. It waits for
+  // the GPU, so only the first call of a batch size synchronises; a failed search leaves the heuristics' choice.
   if (kind == SOL_CONV_FORWARD) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    if (cudnnFindConvolutionForwardAlgorithmEx(sol_cudnn, s->x, first, s->w, second, s->conv, s->y, out,
+                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, workspace,
+                                               SOL_LIBRARY_WORKSPACE) == CUDNN_STATUS_SUCCESS)
+      for (int i = 0; i < found && s->algo < 0; ++i)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= SOL_LIBRARY_WORKSPACE) {
+          s->algo = (int)perf[i].algo; s->workspace = perf[i].memory;
+        }
+  } else if (kind == SOL_CONV_BACKWARD_DATA) {  // first: dy, second: the filter, out: dx
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    if (cudnnFindConvolutionBackwardDataAlgorithmEx(sol_cudnn, s->w, second, s->y, first, s->conv, s->x, out,
+                                                    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf, workspace,
+                                                    SOL_LIBRARY_WORKSPACE) == CUDNN_STATUS_SUCCESS)
+      for (int i = 0; i < found && s->algo < 0; ++i)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= SOL_LIBRARY_WORKSPACE) {
+          s->algo = (int)perf[i].algo; s->workspace = perf[i].memory;
+        }
+  } else {  // first: x, second: dy, out: dw
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    if (cudnnFindConvolutionBackwardFilterAlgorithmEx(sol_cudnn, s->x, first, s->y, second, s->conv, s->w, out,
+                                                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf,
+                                                      workspace, SOL_LIBRARY_WORKSPACE) == CUDNN_STATUS_SUCCESS)
+      for (int i = 0; i < found && s->algo < 0; ++i)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= SOL_LIBRARY_WORKSPACE) {
+          s->algo = (int)perf[i].algo; s->workspace = perf[i].memory;
+        }
+  }
+#else
+  (void)first; (void)second; (void)out; (void)workspace;
+#endif
+  // otherwise the heuristics' ranking, fastest first; the first that succeeds within the workspace is taken
+  if (s->algo >= 0) {
+    // timed above
+  } else if (kind == SOL_CONV_FORWARD) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     SOL_CUDNN(layer, cudnnGetConvolutionForwardAlgorithm_v7(sol_cudnn, s->x, s->w, s->conv, s->y,
                                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
@@ -242,10 +282,10 @@ static int sol_conv_run(const char* layer, sol_cudnn_conv* s, int kind, cudaStre
                         const float* x_or_dy, const float* w_or_dy, const float* bias, float* out) {
   const float one = 1.0f, zero = 0.0f;
   std::lock_guard<std::mutex> guard(sol_dnn_lock);
+  SOL_CUDNN(layer, cudnnSetStream(sol_cudnn, stream));  // before the setup: autotuning runs on the call's stream
   if (!s->conv || s->n_for != n)
     if (sol_conv_setup(layer, s, kind, n, c, h, w, k, r, q_s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups,
-                       p, q, relu) != 0) return 1;
-  SOL_CUDNN(layer, cudnnSetStream(sol_cudnn, stream));
+                       p, q, relu, x_or_dy, w_or_dy, out, workspace) != 0) return 1;
   if (kind == SOL_CONV_FORWARD) {  // x_or_dy: x, w_or_dy: the filter, out: y
     SOL_CUDNN(layer, cudnnConvolutionForward(sol_cudnn, &one, s->x, x_or_dy, s->w, w_or_dy, s->conv,
                                              (cudnnConvolutionFwdAlgo_t)s->algo, workspace, s->workspace, &zero,
@@ -266,6 +306,6 @@ static int sol_conv_run(const char* layer, sol_cudnn_conv* s, int kind, cudaStre
 """
 
 
-def glue() -> str:
-    """The glue's C++ (``%`` formatting fills in the workspace size)."""
-    return GLUE % {"workspace": LIBRARY_WORKSPACE_BYTES}
+def glue(autotune: bool = False) -> str:
+    """The glue's C++ (``%`` formatting fills in the workspace size and whether convolutions are autotuned)."""
+    return GLUE % {"workspace": LIBRARY_WORKSPACE_BYTES, "autotune": int(autotune)}
