@@ -2,6 +2,7 @@
 
     python benchmarks/cuda_check.py --dry-run [--jobs 2] [--pack cuda_check_artifacts.tar.xz]   # no GPU: builds
     python benchmarks/cuda_check.py [--artifacts cuda_check_artifacts.tar.xz]                    # on the GPU
+    python benchmarks/cuda_check.py ... --profile resnet18:training,vit_b_16   # plus where SOL's GPU time goes
 
 What it checks (issue 30's Done-when):
 
@@ -433,6 +434,39 @@ def speed_training_compiled(row: dict[str, Any]) -> None:
     row["compiled_ms"] = _time(lambda: _train_step(compiled, xc, opt), min_reps=3)
 
 
+def profile(name: str, mode: str, rows: int) -> str:
+    """The CUDA kernels (and library calls) SOL's compiled model spends its GPU time in, as torch.profiler's table:
+    one inference call at batch 1 on CUDA tensors, or one training step at batch 16 (``mode``)."""
+    import sol
+    import torch
+    from sol_frontend_torch.zoo import build
+
+    if mode == "training":
+        model, xb = _train_setup(name)
+        optimized = sol.optimize(model, xb, device="cuda").train().cuda()
+        opt = torch.optim.SGD(optimized.parameters(), lr=1e-6)
+        xc = xb.cuda()
+
+        def call() -> None:
+            _train_step(optimized, xc, opt)
+    else:
+        model, x = build(name)
+        optimized = sol.optimize(model, sol.input([0, *x.shape[1:]]), device="cuda").cuda()
+        xc = torch.randn((1, *x.shape[1:]), device="cuda")
+
+        def call() -> None:
+            with torch.no_grad():
+                optimized(xc)
+    for _ in range(2):  # warm-up: the first call of a batch size sets up (and autotunes) the library calls
+        call()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=rows, max_name_column_width=70)
+    return f"== {name} {mode} (SOL, CUDA tensors)\n{table}"
+
+
 # -- driver ---------------------------------------------------------------------------------------------------
 def _guarded(results: list[Any], what: str, call: Any) -> Any:
     started = time.perf_counter()
@@ -625,6 +659,9 @@ def main() -> int:
     parser.add_argument("--only", default="", help="kind:model,... (inference, training, speed, train-speed)")
     parser.add_argument("--out", default="cuda_check.json")
     parser.add_argument("--table", default="", help="also write the table to this file")
+    parser.add_argument("--profile", default="", help="after the run: the top CUDA kernels of SOL's compiled model, "
+                                                     "per model[:training], e.g. resnet18:training,vit_b_16")
+    parser.add_argument("--profile-rows", type=int, default=15, help="kernels per --profile table (15)")
     args = parser.parse_args()
     if args.budget is None:
         args.budget = 1e9 if args.dry_run else 420.0
@@ -648,6 +685,13 @@ def main() -> int:
               f"errors: {[r['what'] for r in report['inference'] + report['training'] if 'error' in r]}")
         return 0
     text = table(report)
+    if args.profile:
+        for what in args.profile.split(","):
+            name, _, mode = what.partition(":")
+            try:
+                text += "\n\n" + profile(name, mode or "inference", args.profile_rows)
+            except Exception as exc:  # a profile is extra information: its failure is reported, not fatal
+                text += f"\n\n== {what}: profile failed: {type(exc).__name__}: {exc}"
     print(text)
     if args.table:
         Path(args.table).write_text(text + "\n")
