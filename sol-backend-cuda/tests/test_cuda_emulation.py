@@ -1,0 +1,128 @@
+"""The CUDA flavour's generated kernels run on the host (`sol_backend_cuda.emulation`: a warp's lanes as threads
+that meet at every shuffle) through the CUDA runtime's OffloadedModel with the stand-in libcudart, against the
+numpy reference: every op group of sol-core's codegen test. What a GPU would show of a kernel mapping bug (a lane
+taking the wrong iterations, a warp combining its sums in the wrong place) shows here, in CI."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sol.compiler import generate_source, model_prefix
+from sol.ir.interpret import run_reference
+from sol.records import Device
+from sol.runtime import OffloadedModel
+from sol_backend_cuda import emulation
+from sol_backend_cuda.flavour import CudaFlavour
+from sol_backend_cuda.runtime import Cudart, CudaRuntime
+
+CC = shutil.which("cc") or shutil.which("gcc")
+HERE = Path(__file__).parent
+pytestmark = pytest.mark.skipif(CC is None or shutil.which("g++") is None, reason="no host C/C++ compiler")
+
+
+def _codegen_ops():
+    tests = HERE.parents[1] / "sol-core" / "tests"
+    if not (tests / "test_codegen_ops.py").exists():
+        pytest.skip("sol-core's tests are not in this checkout")
+    sys.path.insert(0, str(tests))
+    try:
+        import _codegen_helpers as helpers  # noqa: PLC0415
+        import test_codegen_ops as ops  # noqa: PLC0415
+    finally:
+        sys.path.remove(str(tests))
+    return ops, helpers
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory) -> CudaRuntime:
+    out = tmp_path_factory.mktemp("fake-cudart")
+    library = out / "fake_libcudart.so"
+    subprocess.run([CC, "-shared", "-fPIC", "-O1", "-o", str(library), str(HERE / "fake_libcudart.c")], check=True)
+    cudart, reason = Cudart.load(str(library))
+    assert cudart is not None, reason
+    return CudaRuntime(0, cudart)
+
+
+def _model(graph, runtime, directory: Path) -> OffloadedModel:
+    source = generate_source(graph, CudaFlavour(cc="90", nvcc="nvcc", dnn=False))
+    library = emulation.build(source, directory / f"{graph.name}.so")
+    return OffloadedModel(graph, library, model_prefix(graph), runtime, Device("cuda", 0, "emulated", "cuda", {}))
+
+
+GROUPS = sorted(_codegen_ops()[0].GROUPS) if (HERE.parents[1] / "sol-core" / "tests").exists() else []
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_generated_kernels_compute_the_reference_on_emulated_warps(group, runtime, tmp_path):
+    ops, helpers = _codegen_ops()
+    cg = ops.GROUPS[group]()
+    params = {name: t.data for name, t in cg.graph.params.items()}
+    model = _model(cg.graph, runtime, tmp_path)
+    try:
+        results = {}
+        for batch in (1, 3):
+            rng = np.random.default_rng(batch)
+            inputs = [feed(batch, rng) for feed in cg.feeds]
+            got = model.run_numpy(inputs, params)
+            expected = run_reference(cg.graph, inputs, params)
+            results[batch] = helpers.Results(dict(zip(cg.cases, zip(got, expected, strict=True), strict=True)))
+    finally:
+        model.close()
+    for case in cg.cases:
+        helpers.check(results, case)
+
+
+def _wide_rows_graph(helpers):
+    """Rows longer than a warp (and not multiples of 32), so that lane striding, several reductions per loop and the
+    warp's combination are all exercised: the sizes of sol-core's op groups mostly stay under the short-row limit
+    (a thread per item)."""
+    rng = np.random.default_rng(3)
+    cg = helpers.CaseGraph("wide_rows")
+    x = cg.input("x", (0, 3, 5, 40), make=lambda s, r: r.standard_normal(s) * 2 + 1)
+    dy = cg.input("dy", (0, 3, 5, 40))
+    gamma = cg.param("gamma", rng.uniform(0.5, 1.5, 3).astype(np.float32))
+    beta = cg.param("beta", rng.standard_normal(3).astype(np.float32))
+    _, mean, invstd, _ = cg.case("batch_norm_train", "batch_norm_train", [x, gamma, beta], {"eps": 1e-5})
+    cg.case("batch_norm_train_grad", "batch_norm_train_grad", [dy, x, mean, invstd, gamma])
+    cg.case("layer_norm", "layer_norm", [x], {"normalized_ndim": 1, "eps": 1e-5})
+    cg.case("softmax", "softmax", [x], {"axis": -1})
+    cg.case("log_softmax", "log_softmax", [x], {"axis": -1})
+    cg.case("reduce_max_row", "reduce_max", [x], {"axes": (3,), "keepdims": False})
+    rows = cg.input("rows", (0, 70, 100))  # a bias gradient: the rows summed per column, in blocks of 64 columns
+    cg.case("column_sum", "reduce_sum", [rows], {"axes": (0, 1), "keepdims": False})
+    cg.case("column_mean", "reduce_mean", [rows], {"axes": (1,), "keepdims": False})
+    w = cg.param("w", rng.standard_normal((9, 100)).astype(np.float32))
+    cg.case("linear", "linear", [rows, w, cg.param("b", rng.standard_normal(9).astype(np.float32))])
+    q = cg.input("q", (0, 2, 7, 40))
+    k = cg.input("k", (0, 2, 45, 40))
+    keep = cg.input("keep", (0, 1, 1, 45), "bool", make=lambda s, r: np.concatenate(
+        [np.ones((*s[:-1], 1), bool), r.random((*s[:-1], s[-1] - 1)) > 0.3], axis=-1))
+    cg.case("attention", "attention", [q, k, k], {"scale": None, "is_causal": False})
+    cg.case("attention_masked", "attention", [q, k, k, keep], {"scale": 0.2, "is_causal": False})
+    return cg
+
+
+def test_rows_longer_than_a_warp_compute_the_reference(runtime, tmp_path):
+    ops, helpers = _codegen_ops()
+    cg = _wide_rows_graph(helpers)
+    params = {name: t.data for name, t in cg.graph.params.items()}
+    source = generate_source(cg.graph, CudaFlavour(cc="90", nvcc="nvcc", dnn=False))
+    assert source.count("// warp: one warp per item") >= 6, "the cases map onto warps (else they test nothing here)"
+    model = _model(cg.graph, runtime, tmp_path)
+    try:
+        results = {}
+        for batch in (1, 2):
+            rng = np.random.default_rng(batch)
+            inputs = [feed(batch, rng) for feed in cg.feeds]
+            got = model.run_numpy(inputs, params)
+            expected = run_reference(cg.graph, inputs, params)
+            results[batch] = helpers.Results(dict(zip(cg.cases, zip(got, expected, strict=True), strict=True)))
+    finally:
+        model.close()
+    for case in cg.cases:
+        helpers.check(results, case)
