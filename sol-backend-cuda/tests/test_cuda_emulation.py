@@ -126,3 +126,76 @@ def test_rows_longer_than_a_warp_compute_the_reference(runtime, tmp_path):
         model.close()
     for case in cg.cases:
         helpers.check(results, case)
+
+
+def _run_emulated(graph, inputs, params, runtime, directory: Path) -> list[np.ndarray]:
+    model = _model(graph, runtime, directory)
+    try:
+        return model.run_numpy(inputs, params)
+    finally:
+        model.close()
+
+
+class _SmallResNet:
+    """conv-bn-relu, a residual block, max pool, global average pool and a linear head: the shapes of a CNN's
+    training step with rows (40 wide) longer than a warp."""
+
+    @staticmethod
+    def build():
+        torch = pytest.importorskip("torch")
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8),
+                                                torch.nn.ReLU())
+                self.block = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1, bias=False),
+                                                 torch.nn.BatchNorm2d(8))
+                self.pool = torch.nn.MaxPool2d(2)
+                self.head = torch.nn.Linear(8, 5)
+
+            def forward(self, x):
+                y = self.stem(x)
+                y = torch.relu(self.block(y) + y)
+                return self.head(self.pool(y).mean((2, 3)))
+
+        torch.manual_seed(0)
+        return Net().train(), torch.randn(2, 3, 10, 40)
+
+
+@pytest.mark.parametrize("name", ["small_resnet", "transformer_layer"])
+def test_a_training_step_computes_the_reference_on_emulated_warps(name, runtime, tmp_path):
+    """A torch model's training graphs (sol.autodiff: the forward with its saved activations, and the backward),
+    generated for CUDA and run on emulated warps, against the numpy reference of the same graphs."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("sol_frontend_torch")
+    from sol.autodiff import derive
+
+    if name == "small_resnet":
+        model, x = _SmallResNet.build()
+    else:
+        torch.manual_seed(0)
+        model = torch.nn.TransformerEncoderLayer(48, 4, 96, dropout=0.0, batch_first=True).train()
+        x = torch.randn(2, 40, 48)
+    from sol_frontend_torch.training import capture_variant
+
+    variant = capture_variant(model, (x,), None, training=True)  # batch statistics, running-stat updates
+    graph = variant.graph
+    state_outputs = set(range(variant.model_outputs, len(graph.outputs)))
+    tg = derive(graph, set(graph.params), set(), non_differentiable=state_outputs)
+    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    params = {n: np.asarray(state[n].detach().numpy(), order="C") if n in state else np.asarray(t.data, order="C")
+              for n, t in graph.params.items()}
+    inputs = [x.numpy()]
+    expected = run_reference(tg.forward, inputs, params)
+    got = _run_emulated(tg.forward, inputs, params, runtime, tmp_path)
+    for k, (a, b) in enumerate(zip(expected, got, strict=True)):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5, err_msg=f"{name}: forward output {k}")
+    rng = np.random.default_rng(1)
+    grads = [rng.standard_normal(np.shape(expected[k])).astype(np.float32) for k in tg.differentiable]
+    saved = [expected[s.index] if s.source == "output" else inputs[s.index] for s in tg.saved]
+    values = [*grads, *saved]
+    reference = run_reference(tg.backward, values, params)
+    computed = _run_emulated(tg.backward, values, params, runtime, tmp_path)
+    for gname, a, b in zip(tg.param_grads, reference, computed, strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-4, err_msg=f"{name}: gradient of {gname}")

@@ -173,7 +173,7 @@ class CompiledModel:
         """Convenience for tests and tools: numpy in, numpy out (prepares every call)."""
         if len(inputs) != len(self.input_specs):
             raise SolInputError(f"model {self.graph.name!r} takes {len(self.input_specs)} inputs, got {len(inputs)}")
-        arrays = [np.ascontiguousarray(a) for a in inputs]
+        arrays = [np.asarray(a, order="C") for a in inputs]
         batch = self.batch_of([a.shape for a in arrays])
         for spec, a in zip(self.input_specs, arrays, strict=True):
             if a.shape != spec.concrete(batch) or str(a.dtype) != spec.dtype:
@@ -185,7 +185,7 @@ class CompiledModel:
         plist = []
         for name in self.param_names:
             t = self.graph.params[name]
-            p = np.ascontiguousarray(params[name], dtype=t.dtype)
+            p = np.asarray(params[name], dtype=t.dtype, order="C")  # 0-d stays 0-d
             if p.shape != t.concrete_shape(batch):
                 raise SolInputError(f"parameter {name!r} must have shape {list(t.shape)}, got {list(p.shape)}")
             plist.append(p)
