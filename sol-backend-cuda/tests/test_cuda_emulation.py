@@ -199,3 +199,31 @@ def test_a_training_step_computes_the_reference_on_emulated_warps(name, runtime,
     computed = _run_emulated(tg.backward, values, params, runtime, tmp_path)
     for gname, a, b in zip(tg.param_grads, reference, computed, strict=True):
         np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-4, err_msg=f"{name}: gradient of {gname}")
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v2", "googlenet", "efficientnet_b0"])
+def test_zoo_inference_matches_eager_on_emulated_warps(name, runtime, tmp_path):
+    """Whole zoo models (their inference passes and Clusters, generated kernels only) against eager PyTorch; the
+    CNNs at 64x64 to keep CI short. Criterion: max |SOL - eager| <= 1e-4 max(max |eager|, 1)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("sol_frontend_torch")
+    import sol
+    from sol.passes import run_inference_passes
+    from sol.plugins import registry
+    from sol_frontend_torch.zoo import build, import_torchvision_if_installed
+
+    try:
+        import_torchvision_if_installed()
+        model, x = build(name)
+    except ImportError as exc:
+        pytest.skip(f"{name}: {exc}")
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 64, 64) if x.dim() == 4 else torch.randn(1, 40, x.shape[-1])
+    graph = run_inference_passes(registry().frontends["pytorch"].parse(model.eval(), (sol.input([0, *x.shape[1:]]),),
+                                                                      None))
+    params = {n: np.asarray(t.data, order="C") for n, t in graph.params.items()}
+    (got,) = _run_emulated(graph, [x.numpy()], params, runtime, tmp_path)[:1]
+    with torch.no_grad():
+        want = model(x).numpy()
+    err, scale = float(np.abs(got - want).max()), float(np.abs(want).max())
+    assert err <= 1e-4 * max(scale, 1.0), f"{name}: max |SOL - eager| = {err:.3e} (scale {scale:.3e})"
