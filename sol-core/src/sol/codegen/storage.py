@@ -34,7 +34,7 @@ from .dnn import DnnModule
 
 #: changes whenever the choice of stored tensors or its code changes: part of the cache key of modules that store
 #: reduced (generated code differs without the graph or the toolchain changing)
-VERSION = 2
+VERSION = 3
 
 #: C type generated code declares a tensor stored in a reduced dtype with (its bits; see prelude_cpu.j2)
 STORAGE_CTYPES = {"bfloat16": "uint16_t"}
