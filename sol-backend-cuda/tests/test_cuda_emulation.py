@@ -227,3 +227,31 @@ def test_zoo_inference_matches_eager_on_emulated_warps(name, runtime, tmp_path):
         want = model(x).numpy()
     err, scale = float(np.abs(got - want).max()), float(np.abs(want).max())
     assert err <= 1e-4 * max(scale, 1.0), f"{name}: max |SOL - eager| = {err:.3e} (scale {scale:.3e})"
+
+
+def test_batch_norm_training_as_reductions_on_emulated_warps(runtime, tmp_path):
+    """What the CUDA module runs for batch_norm_train(_grad) (`CudaDnnModule.lowers`: means per sample and channel,
+    then per channel), generated and run on emulated warps against the fused ops' reference."""
+    from sol.codegen.lowering import batch_norm_train_as_reductions, batch_norm_train_grad_as_reductions
+    from sol.ir import Dim, Graph, Purpose
+    from sol_backend_cuda.dnn_module import CudaDnnModule
+
+    rng = np.random.default_rng(4)
+    shape = (4, 6, 9, 40)
+    g = Graph("bn_reductions")
+    dims = [Dim(shape[0], Purpose.N), Dim(shape[1], Purpose.C), Dim(shape[2], Purpose.S), Dim(shape[3], Purpose.S)]
+    x, dy = g.add_input("x", dims), g.add_input("dy", dims)
+    w = g.add_param("w", rng.uniform(0.5, 1.5, shape[1]).astype(np.float32))
+    b = g.add_param("b", rng.standard_normal(shape[1]).astype(np.float32))
+    forward = g.add_layer("batch_norm_train", [x, w, b], {"eps": 1e-5}, name="bn")
+    backward = g.add_layer("batch_norm_train_grad", [dy, x, forward[1], forward[2], w], {}, name="bn.grad")
+    g.outputs = [*forward, *backward]
+    assert all(CudaDnnModule().lowers(layer) for layer in g.layers)
+    inputs = [(rng.standard_normal(shape) * 2 + 1).astype(np.float32), rng.standard_normal(shape).astype(np.float32)]
+    params = {"w": w.data, "b": b.data}
+    want = run_reference(g, inputs, params)
+    first, second = g.layers
+    g.layers = batch_norm_train_as_reductions(first, g) + batch_norm_train_grad_as_reductions(second, g)
+    got = _run_emulated(g, inputs, params, runtime, tmp_path)
+    for name, a, e in zip(("y", "mean", "invstd", "unbiased", "dx", "dweight", "dbias"), got, want, strict=True):
+        np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-4, err_msg=name)

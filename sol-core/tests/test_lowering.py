@@ -1,4 +1,4 @@
-"""The decomposition of attention into library-friendly layers (sol.codegen.lowering.attention_as_matmuls).
+"""Decompositions a DNN module asks for (sol.codegen.lowering): attention as matmuls, batch norm training as reductions.
 
 A DNN module that `lowers` attention (CUDA: cuBLAS for both products) runs the decomposed layers instead of the
 fused loop, so the decomposition must compute the attention op exactly, masks included: a float mask is added to
@@ -59,3 +59,40 @@ def test_causal_attention_with_varying_lengths_is_not_decomposed() -> None:
     (layer_out,) = g.add_layer("attention", [q, k, v], {"scale": None, "is_causal": True}, name="attn")
     with pytest.raises(ValueError, match="causal"):
         attention_as_matmuls(g.layers[0], g)
+
+
+# -- batch norm training as two-level reductions (a GPU's work items: one per sample and channel) ---------------
+from sol.codegen.lowering import batch_norm_train_as_reductions, batch_norm_train_grad_as_reductions  # noqa: E402
+
+
+@pytest.mark.parametrize("shape,affine", [((3, 4, 5, 6), True), ((3, 4, 5, 6), False), ((5, 4), True),
+                                          ((2, 3, 7), True)])
+def test_batch_norm_training_as_reductions_computes_the_ops(shape: tuple[int, ...], affine: bool) -> None:
+    rng = np.random.default_rng(11)
+    g = Graph("bn")
+    x = g.add_input("x", [Dim(shape[0], Purpose.N), Dim(shape[1], Purpose.C), *(Dim(s, Purpose.S) for s in shape[2:])])
+    dy = g.add_input("dy", [Dim(shape[0], Purpose.N), Dim(shape[1], Purpose.C), *(Dim(s, Purpose.S) for s in shape[2:])])
+    extra = []
+    if affine:
+        extra = [g.add_param("w", rng.uniform(0.5, 1.5, shape[1]).astype(np.float32)),
+                 g.add_param("b", rng.standard_normal(shape[1]).astype(np.float32))]
+    forward = g.add_layer("batch_norm_train", [x, *extra], {"eps": 1e-5}, name="bn")
+    backward = g.add_layer("batch_norm_train_grad", [dy, x, forward[1], forward[2], *extra[:1]], {}, name="bn.grad")
+    g.outputs = [*forward, *backward]
+    arrays = [(rng.standard_normal(shape) * 2 + 1).astype(np.float32), rng.standard_normal(shape).astype(np.float32)]
+    want = run_reference(g, arrays)
+    first, second = g.layers
+    g.layers = batch_norm_train_as_reductions(first, g) + batch_norm_train_grad_as_reductions(second, g)
+    assert "batch_norm_train" not in {lay.op for lay in g.layers}
+    assert [lay.op for lay in g.layers].count("reduce_mean") == (2 if len(shape) > 2 else 1) * 4
+    got = run_reference(g, arrays)
+    for name, a, b in zip(("y", "mean", "invstd", "unbiased", "dx", "dweight", "dbias"), got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5, err_msg=name)
+
+
+def test_batch_norm_with_a_varying_batch_keeps_the_fused_kernel() -> None:
+    g = Graph("bn_wild")
+    x = g.add_input("x", [Dim(BATCH, Purpose.N), Dim(4, Purpose.C), Dim(5, Purpose.S)])
+    g.add_layer("batch_norm_train", [x], {"eps": 1e-5}, name="bn")
+    with pytest.raises(ValueError, match="batch size varies"):
+        batch_norm_train_as_reductions(g.layers[0], g)

@@ -85,8 +85,118 @@ def attention_as_matmuls(layer: Layer, graph: Graph) -> list[Layer]:
     return created
 
 
+def _static_count(layer: Layer) -> int:
+    """The elements per channel of a batch norm's input (every dim but 1); static batch sizes only."""
+    sizes = [s for d, s in enumerate(layer.inputs[0].shape) if d != 1]  # type: ignore[union-attr]
+    if not all(is_static(s) for s in sizes):
+        raise ValueError(f"batch norm {layer.name!r}: the batch size varies, the fused kernel keeps it")
+    return int(np.prod([int(s) for s in sizes]))
+
+
+def _channel_stats(graph: Graph, value: object, name: str, rank: int) -> object:
+    """The mean over every dim but 1 of ``value`` [N, C, *S], kept as [1, C, 1..]: a mean per (n, c) over the
+    pixels first (a work item per sample and channel), then over the batch (equal counts: the mean of means)."""
+    if rank > 2:
+        (value,) = graph.add_layer("reduce_mean", [value], {"axes": tuple(range(2, rank)), "keepdims": True},
+                                   name=f"{name}.pixels")
+    (value,) = graph.add_layer("reduce_mean", [value], {"axes": (0,), "keepdims": True}, name=f"{name}.batch")
+    return value
+
+
+def _per_channel(graph: Graph, t: object, rank: int, name: str) -> object:
+    """A [C] tensor as [1, C, 1..] to broadcast against [N, C, *S]."""
+    (out,) = graph.add_layer("reshape", [t], {"shape": (1, t.shape[0]) + (1,) * (rank - 2)},  # type: ignore[attr-defined]
+                             name=name)
+    return out
+
+
+def _as_vector(graph: Graph, t: object, name: str) -> object:
+    (out,) = graph.add_layer("reshape", [t], {"shape": (t.shape[1],)}, name=name)  # type: ignore[attr-defined]
+    return out
+
+
+def batch_norm_train_as_reductions(layer: Layer, graph: Graph) -> list[Layer]:
+    """batch_norm_train(x, [w], [b]) -> (y, mean, invstd, unbiased var) from two-level means.
+
+    The fused kernel reduces each channel on one work item (a GPU warp): 64 channels of N x 56 x 56 pixels keep
+    64 warps busy. Here the per-channel statistics are means over (sample, channel) items first, then over the
+    batch, and y is an elementwise Cluster; the variance is the mean of squared deviations (two passes, as the
+    kernel). Static batch sizes (training graphs are captured per batch)."""
+    x = layer.inputs[0]
+    rank, count = x.rank, _static_count(layer)
+    name = layer.name
+    eps = graph.add_const(f"{name}_eps", np.array(layer.attrs["eps"], dtype=np.dtype(x.dtype)))
+    bessel = graph.add_const(f"{name}_bessel", np.array(count / max(count - 1, 1), dtype=np.dtype(x.dtype)))
+    start = len(graph.layers)
+    mean = _channel_stats(graph, x, f"{name}.mean", rank)
+    (centred,) = graph.add_layer("sub", [x, mean], name=f"{name}.centred")
+    (squares,) = graph.add_layer("mul", [centred, centred], name=f"{name}.squares")
+    var = _channel_stats(graph, squares, f"{name}.var", rank)
+    (shifted,) = graph.add_layer("add", [var, eps], name=f"{name}.var_eps")
+    (invstd,) = graph.add_layer("rsqrt", [shifted], name=f"{name}.invstd")
+    (y,) = graph.add_layer("mul", [centred, invstd], name=f"{name}.normalised")
+    if len(layer.inputs) > 1 and layer.inputs[1] is not None:
+        (y,) = graph.add_layer("mul", [y, _per_channel(graph, layer.inputs[1], rank, f"{name}.weight")],
+                               name=f"{name}.scaled")
+    if len(layer.inputs) > 2 and layer.inputs[2] is not None:
+        (y,) = graph.add_layer("add", [y, _per_channel(graph, layer.inputs[2], rank, f"{name}.bias")],
+                               name=f"{name}.shifted")
+    (unbiased,) = graph.add_layer("mul", [var, bessel], name=f"{name}.unbiased")
+    results = [y, _as_vector(graph, mean, f"{name}.mean_c"), _as_vector(graph, invstd, f"{name}.invstd_c"),
+               _as_vector(graph, unbiased, f"{name}.unbiased_c")]
+    return _take(graph, start, layer, results)
+
+
+def batch_norm_train_grad_as_reductions(layer: Layer, graph: Graph) -> list[Layer]:
+    """batch_norm_train_grad(dy, x, mean, invstd, [w]) -> (dx, dweight, dbias) from two-level sums (as
+    `batch_norm_train_as_reductions`): dbias = sum dy, dweight = sum dy * xhat, and dx elementwise."""
+    dy, x, mean, invstd = layer.inputs[:4]
+    rank, count = x.rank, _static_count(layer)
+    name = layer.name
+    scale = graph.add_const(f"{name}_count", np.array(count, dtype=np.dtype(x.dtype)))
+    start = len(graph.layers)
+    mean4, invstd4 = (_per_channel(graph, t, rank, f"{name}.{what}") for t, what in ((mean, "mean"), (invstd, "invstd")))
+    (centred,) = graph.add_layer("sub", [x, mean4], name=f"{name}.centred")
+    (xhat,) = graph.add_layer("mul", [centred, invstd4], name=f"{name}.xhat")
+    (dy_xhat,) = graph.add_layer("mul", [dy, xhat], name=f"{name}.dy_xhat")
+    sums = []
+    for value, what in ((dy, "dbias"), (dy_xhat, "dweight")):  # means times the count: the sums
+        (total,) = graph.add_layer("mul", [_channel_stats(graph, value, f"{name}.{what}", rank), scale],
+                                   name=f"{name}.{what}_sum")
+        sums.append(total)
+    dbias4, dweight4 = sums
+    factor = invstd4
+    if len(layer.inputs) > 4 and layer.inputs[4] is not None:
+        (factor,) = graph.add_layer("mul", [invstd4, _per_channel(graph, layer.inputs[4], rank, f"{name}.weight")],
+                                    name=f"{name}.factor")
+    # dx = factor / count * (count * dy - dbias - xhat * dweight)
+    (scaled_dy,) = graph.add_layer("mul", [dy, scale], name=f"{name}.count_dy")
+    (minus_bias,) = graph.add_layer("sub", [scaled_dy, dbias4], name=f"{name}.minus_dbias")
+    (xhat_dw,) = graph.add_layer("mul", [xhat, dweight4], name=f"{name}.xhat_dweight")
+    (inner,) = graph.add_layer("sub", [minus_bias, xhat_dw], name=f"{name}.inner")
+    (per_count,) = graph.add_layer("div", [factor, scale], name=f"{name}.per_count")
+    (dx,) = graph.add_layer("mul", [inner, per_count], name=f"{name}.dx")
+    results = [dx, _as_vector(graph, dweight4, f"{name}.dweight_c"), _as_vector(graph, dbias4, f"{name}.dbias_c")]
+    return _take(graph, start, layer, results)
+
+
+def _take(graph: Graph, start: int, layer: Layer, results: list[object]) -> list[Layer]:
+    """The layers added since ``start``, taken back out of the graph, writing ``layer``'s own outputs."""
+    created = graph.layers[start:]
+    del graph.layers[start:]
+    for tensor, out in zip(results, layer.outputs, strict=True):
+        producer = next(lay for lay in reversed(created) if any(o is tensor for o in lay.outputs))
+        index = next(i for i, o in enumerate(producer.outputs) if o is tensor)
+        producer.outputs[index] = out  # the consumers read the layer's own tensors
+    return created
+
+
 #: op -> its decomposition into library-friendly layers (the DNN module chooses when to use it)
-DECOMPOSITIONS: dict[str, Callable[[Layer, Graph], list[Layer]]] = {"attention": attention_as_matmuls}
+DECOMPOSITIONS: dict[str, Callable[[Layer, Graph], list[Layer]]] = {
+    "attention": attention_as_matmuls,
+    "batch_norm_train": batch_norm_train_as_reductions,
+    "batch_norm_train_grad": batch_norm_train_grad_as_reductions,
+}
 
 
 def rnn_as_projection_and_loop(layer: Layer, graph: Graph) -> list[Layer]:
