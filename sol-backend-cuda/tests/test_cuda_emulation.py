@@ -61,11 +61,16 @@ GROUPS = sorted(_codegen_ops()[0].GROUPS) if (HERE.parents[1] / "sol-core" / "te
 def test_generated_kernels_compute_the_reference_on_emulated_warps(group, runtime, tmp_path):
     ops, helpers = _codegen_ops()
     cg = ops.GROUPS[group]()
+    _check_cases(cg, helpers, runtime, tmp_path, batches=(1, 3))
+
+
+def _check_cases(cg, helpers, runtime, directory: Path, batches: tuple[int, ...]) -> None:
+    """A sol-core CaseGraph built once for emulated CUDA, run at each batch, every case against the reference."""
     params = {name: t.data for name, t in cg.graph.params.items()}
-    model = _model(cg.graph, runtime, tmp_path)
+    model = _model(cg.graph, runtime, directory)
     try:
         results = {}
-        for batch in (1, 3):
+        for batch in batches:
             rng = np.random.default_rng(batch)
             inputs = [feed(batch, rng) for feed in cg.feeds]
             got = model.run_numpy(inputs, params)
@@ -110,22 +115,9 @@ def _wide_rows_graph(helpers):
 def test_rows_longer_than_a_warp_compute_the_reference(runtime, tmp_path):
     ops, helpers = _codegen_ops()
     cg = _wide_rows_graph(helpers)
-    params = {name: t.data for name, t in cg.graph.params.items()}
     source = generate_source(cg.graph, CudaFlavour(cc="90", nvcc="nvcc", dnn=False))
     assert source.count("// warp: one warp per item") >= 6, "the cases map onto warps (else they test nothing here)"
-    model = _model(cg.graph, runtime, tmp_path)
-    try:
-        results = {}
-        for batch in (1, 2):
-            rng = np.random.default_rng(batch)
-            inputs = [feed(batch, rng) for feed in cg.feeds]
-            got = model.run_numpy(inputs, params)
-            expected = run_reference(cg.graph, inputs, params)
-            results[batch] = helpers.Results(dict(zip(cg.cases, zip(got, expected, strict=True), strict=True)))
-    finally:
-        model.close()
-    for case in cg.cases:
-        helpers.check(results, case)
+    _check_cases(cg, helpers, runtime, tmp_path, batches=(1, 2))
 
 
 def _run_emulated(graph, inputs, params, runtime, directory: Path) -> list[np.ndarray]:

@@ -167,6 +167,16 @@ struct sol_cudnn_conv {
   int64_t n_for;
 };
 
+#if SOL_CUDA_AUTOTUNE
+// The fastest of cudnnFind*Ex's timings (sorted, fastest first) that ran and fits the library workspace.
+template <class Perf> static void sol_conv_fastest(const Perf* perf, int found, sol_cudnn_conv* s) {
+  for (int i = 0; i < found && s->algo < 0; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= SOL_LIBRARY_WORKSPACE) {
+      s->algo = (int)perf[i].algo; s->workspace = perf[i].memory;
+    }
+}
+#endif
+
 static int sol_conv_setup(const char* layer, sol_cudnn_conv* s, int kind, int64_t n, int c, int h, int w, int k,
                           int r, int q_s, int pad_h, int pad_w, int stride_h, int stride_w, int dil_h, int dil_w,
                           int groups, int p, int q, int relu, const void* first, const void* second, void* out,
@@ -206,28 +216,19 @@ static int sol_conv_setup(const char* layer, sol_cudnn_conv* s, int kind, int64_
     if (cudnnFindConvolutionForwardAlgorithmEx(sol_cudnn, s->x, first, s->w, second, s->conv, s->y, out,
                                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, workspace,
                                                SOL_LIBRARY_WORKSPACE) == CUDNN_STATUS_SUCCESS)
-      for (int i = 0; i < found && s->algo < 0; ++i)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= SOL_LIBRARY_WORKSPACE) {
-          s->algo = (int)perf[i].algo; s->workspace = perf[i].memory;
-        }
+      sol_conv_fastest(perf, found, s);
   } else if (kind == SOL_CONV_BACKWARD_DATA) {  // first: dy, second: the filter, out: dx
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     if (cudnnFindConvolutionBackwardDataAlgorithmEx(sol_cudnn, s->w, second, s->y, first, s->conv, s->x, out,
                                                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf, workspace,
                                                     SOL_LIBRARY_WORKSPACE) == CUDNN_STATUS_SUCCESS)
-      for (int i = 0; i < found && s->algo < 0; ++i)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= SOL_LIBRARY_WORKSPACE) {
-          s->algo = (int)perf[i].algo; s->workspace = perf[i].memory;
-        }
+      sol_conv_fastest(perf, found, s);
   } else {  // first: x, second: dy, out: dw
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     if (cudnnFindConvolutionBackwardFilterAlgorithmEx(sol_cudnn, s->x, first, s->y, second, s->conv, s->w, out,
                                                       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf,
                                                       workspace, SOL_LIBRARY_WORKSPACE) == CUDNN_STATUS_SUCCESS)
-      for (int i = 0; i < found && s->algo < 0; ++i)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= SOL_LIBRARY_WORKSPACE) {
-          s->algo = (int)perf[i].algo; s->workspace = perf[i].memory;
-        }
+      sol_conv_fastest(perf, found, s);
   }
 #else
   (void)first; (void)second; (void)out; (void)workspace;
