@@ -10,7 +10,9 @@ as bf16 (the pointer declarations of the generated source), and that inputs and 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +22,9 @@ from sol.ir import BATCH, Dim, Graph, Purpose, Tensor
 from sol.ir.interpret import run_reference
 from sol_backend_x86 import precision
 from sol_backend_x86.flavour import onednn_paths
+
+sys.path.insert(0, str(Path(__file__).parent))  # pytest runs with --import-mode=importlib
+import _graph_builders as builders  # noqa: E402
 
 RNG = np.random.default_rng(11)
 CONV = {"stride": (1, 1), "dilation": (1, 1), "groups": 1}
@@ -37,15 +42,11 @@ def _cache(private_sol_cache: None) -> Iterator[None]:
 
 
 def _f32(*shape: int, scale: float = 1.0) -> np.ndarray:
-    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+    return builders.f32(RNG, *shape, scale=scale)
 
 
 def _conv(g: Graph, x: Tensor, name: str, cin: int, cout: int, k: int = 3, groups: int = 1, stride: int = 1) -> Tensor:
-    w = g.add_param(f"{name}.weight", _f32(cout, cin // groups, k, k, scale=0.3))
-    b = g.add_param(f"{name}.bias", _f32(cout))
-    attrs = {**CONV, "groups": groups, "stride": (stride, stride), "padding": ((k // 2, k // 2),) * 2}
-    (y,) = g.add_layer("conv", [x, w, b], attrs, name=name)
-    return y
+    return builders.conv(RNG, g, x, name, cin, cout, k, groups, stride)
 
 
 def _stored_bf16(source: str) -> set[str]:

@@ -6,7 +6,9 @@ reference (rtol 1e-4, atol 1e-5, like the model tests).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +21,9 @@ from sol_backend_x86.flavour import X86Flavour, onednn_paths
 pytestmark = pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed")
 
 RTOL, ATOL = 1e-4, 1e-5
+sys.path.insert(0, str(Path(__file__).parent))  # pytest runs with --import-mode=importlib
+import _graph_builders as builders  # noqa: E402
+
 RNG = np.random.default_rng(3)
 CONV = {"stride": (1, 1), "padding": ((1, 1), (1, 1)), "dilation": (1, 1), "groups": 1}
 
@@ -32,7 +37,7 @@ def _onednn_only(private_sol_cache: None) -> Iterator[None]:
 
 
 def _f32(*shape: int, scale: float = 1.0) -> np.ndarray:
-    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+    return builders.f32(RNG, *shape, scale=scale)
 
 
 def _image(g: Graph, name: str, channels: int, size: int) -> Tensor:
@@ -41,11 +46,7 @@ def _image(g: Graph, name: str, channels: int, size: int) -> Tensor:
 
 
 def _conv(g: Graph, x: Tensor, name: str, cin: int, cout: int, k: int = 3, groups: int = 1, stride: int = 1) -> Tensor:
-    w = g.add_param(f"{name}.weight", _f32(cout, cin // groups, k, k, scale=0.3))
-    b = g.add_param(f"{name}.bias", _f32(cout))
-    attrs = {**CONV, "groups": groups, "stride": (stride, stride), "padding": ((k // 2, k // 2),) * 2}
-    (y,) = g.add_layer("conv", [x, w, b], attrs, name=name)
-    return y
+    return builders.conv(RNG, g, x, name, cin, cout, k, groups, stride)
 
 
 def _compile(g: Graph, dnn: bool = True):  # type: ignore[no-untyped-def]

@@ -7,7 +7,9 @@ the relative error (max |y - exact| / max |exact|) must be that of bf16 operands
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +20,9 @@ from sol.ir import BATCH, Dim, Graph, Purpose, Tensor
 from sol.ir.interpret import run_reference
 from sol_backend_x86 import precision
 from sol_backend_x86.flavour import X86Flavour, onednn_paths
+
+sys.path.insert(0, str(Path(__file__).parent))  # pytest runs with --import-mode=importlib
+import _graph_builders as builders  # noqa: E402
 
 RNG = np.random.default_rng(7)
 CONV = {"stride": (1, 1), "dilation": (1, 1), "groups": 1}
@@ -58,15 +63,11 @@ def test_auto_is_bf16_exactly_where_the_cpu_has_it() -> None:
 
 
 def _f32(*shape: int, scale: float = 1.0) -> np.ndarray:
-    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+    return builders.f32(RNG, *shape, scale=scale)
 
 
 def _conv(g: Graph, x: Tensor, name: str, cin: int, cout: int, k: int = 3, groups: int = 1, stride: int = 1) -> Tensor:
-    w = g.add_param(f"{name}.weight", _f32(cout, cin // groups, k, k, scale=0.3))
-    b = g.add_param(f"{name}.bias", _f32(cout))
-    attrs = {**CONV, "groups": groups, "stride": (stride, stride), "padding": ((k // 2, k // 2),) * 2}
-    (y,) = g.add_layer("conv", [x, w, b], attrs, name=name)
-    return y
+    return builders.conv(RNG, g, x, name, cin, cout, k, groups, stride)
 
 
 def _params(g: Graph) -> dict[str, np.ndarray]:
