@@ -222,11 +222,10 @@ def test_zoo_inference_matches_eager_on_emulated_warps(name, runtime, tmp_path):
 
 
 def test_batch_norm_training_as_reductions_on_emulated_warps(runtime, tmp_path):
-    """What the CUDA module runs for batch_norm_train(_grad) (`CudaDnnModule.lowers`: means per sample and channel,
+    """What the CUDA flavour runs for batch_norm_train(_grad) (`CudaFlavour.lowers`: means per sample and channel,
     then per channel), generated and run on emulated warps against the fused ops' reference."""
     from sol.codegen.lowering import batch_norm_train_as_reductions, batch_norm_train_grad_as_reductions
     from sol.ir import Dim, Graph, Purpose
-    from sol_backend_cuda.dnn_module import CudaDnnModule
 
     rng = np.random.default_rng(4)
     shape = (4, 6, 9, 40)
@@ -238,7 +237,7 @@ def test_batch_norm_training_as_reductions_on_emulated_warps(runtime, tmp_path):
     forward = g.add_layer("batch_norm_train", [x, w, b], {"eps": 1e-5}, name="bn")
     backward = g.add_layer("batch_norm_train_grad", [dy, x, forward[1], forward[2], w], {}, name="bn.grad")
     g.outputs = [*forward, *backward]
-    assert all(CudaDnnModule().lowers(layer) for layer in g.layers)
+    assert all(CudaFlavour(cc="90", nvcc="nvcc", dnn=False).lowers(layer) for layer in g.layers)
     inputs = [(rng.standard_normal(shape) * 2 + 1).astype(np.float32), rng.standard_normal(shape).astype(np.float32)]
     params = {"w": w.data, "b": b.data}
     want = run_reference(g, inputs, params)

@@ -47,7 +47,7 @@ class CudaDnnModule(DnnModule):
 
     def key(self) -> str:
         return (f"{self.name} {self.versions}|workspace {LIBRARY_WORKSPACE_BYTES}|fp32 fma|attention as gemms"
-                f"|autotune {int(self.autotune)}|batch norm as reductions")
+                f"|autotune {int(self.autotune)}")
 
     # -- planning -------------------------------------------------------------------------------------------
     def accepts(self, layer: Layer) -> bool:
@@ -65,13 +65,6 @@ class CudaDnnModule(DnnModule):
         return False
 
     def lowers(self, layer: Layer) -> bool:
-        if layer.op in ("batch_norm_train", "batch_norm_train_grad"):
-            # statistics as means per (sample, channel), then per channel: the fused kernel reduces a channel on one
-            # warp (resnet18's 64 channels: 64 warps for 16 x 56 x 56 pixels each; its training step ran 8.5x slower
-            # than eager on an H100)
-            x = layer.inputs[0 if layer.op == "batch_norm_train" else 1]
-            return (x.dtype == "float32" and x.rank >= 2
-                    and all(is_static(s) for d, s in enumerate(x.shape) if d != 1))
         # Attention as two cuBLAS strided-batch GEMMs around a softmax kernel (one warp per row): the fused
         # attention loop of the CPU flavours keeps a whole K^T per work item, which on a GPU is one thread per
         # (batch, head) with 32 KB of local memory (ViT-B/16 ran 71x slower than eager on an H100 that way).

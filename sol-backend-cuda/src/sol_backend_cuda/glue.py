@@ -234,40 +234,40 @@ static int sol_conv_setup(const char* layer, sol_cudnn_conv* s, int kind, int64_
   (void)first; (void)second; (void)out; (void)workspace;
 #endif
   // otherwise the heuristics' ranking, fastest first; the first that succeeds within the workspace is taken
-  if (s->algo >= 0) {
-    // timed above
-  } else if (kind == SOL_CONV_FORWARD) {
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    SOL_CUDNN(layer, cudnnGetConvolutionForwardAlgorithm_v7(sol_cudnn, s->x, s->w, s->conv, s->y,
-                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
-    for (int i = 0; i < found && s->algo < 0; ++i) {
-      size_t bytes = 0;
-      if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-      if (cudnnGetConvolutionForwardWorkspaceSize(sol_cudnn, s->x, s->w, s->conv, s->y, perf[i].algo, &bytes)
-          != CUDNN_STATUS_SUCCESS || bytes > SOL_LIBRARY_WORKSPACE) continue;
-      s->algo = (int)perf[i].algo; s->workspace = bytes;
-    }
-  } else if (kind == SOL_CONV_BACKWARD_DATA) {
-    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    SOL_CUDNN(layer, cudnnGetConvolutionBackwardDataAlgorithm_v7(sol_cudnn, s->w, s->y, s->conv, s->x,
-                                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf));
-    for (int i = 0; i < found && s->algo < 0; ++i) {
-      size_t bytes = 0;
-      if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-      if (cudnnGetConvolutionBackwardDataWorkspaceSize(sol_cudnn, s->w, s->y, s->conv, s->x, perf[i].algo, &bytes)
-          != CUDNN_STATUS_SUCCESS || bytes > SOL_LIBRARY_WORKSPACE) continue;
-      s->algo = (int)perf[i].algo; s->workspace = bytes;
-    }
-  } else {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    SOL_CUDNN(layer, cudnnGetConvolutionBackwardFilterAlgorithm_v7(sol_cudnn, s->x, s->y, s->conv, s->w,
-                                                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf));
-    for (int i = 0; i < found && s->algo < 0; ++i) {
-      size_t bytes = 0;
-      if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-      if (cudnnGetConvolutionBackwardFilterWorkspaceSize(sol_cudnn, s->x, s->y, s->conv, s->w, perf[i].algo, &bytes)
-          != CUDNN_STATUS_SUCCESS || bytes > SOL_LIBRARY_WORKSPACE) continue;
-      s->algo = (int)perf[i].algo; s->workspace = bytes;
+  if (s->algo < 0) {
+    if (kind == SOL_CONV_FORWARD) {
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      SOL_CUDNN(layer, cudnnGetConvolutionForwardAlgorithm_v7(sol_cudnn, s->x, s->w, s->conv, s->y,
+                                                              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
+      for (int i = 0; i < found && s->algo < 0; ++i) {
+        size_t bytes = 0;
+        if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+        if (cudnnGetConvolutionForwardWorkspaceSize(sol_cudnn, s->x, s->w, s->conv, s->y, perf[i].algo, &bytes)
+            != CUDNN_STATUS_SUCCESS || bytes > SOL_LIBRARY_WORKSPACE) continue;
+        s->algo = (int)perf[i].algo; s->workspace = bytes;
+      }
+    } else if (kind == SOL_CONV_BACKWARD_DATA) {
+      cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+      SOL_CUDNN(layer, cudnnGetConvolutionBackwardDataAlgorithm_v7(sol_cudnn, s->w, s->y, s->conv, s->x,
+                                                                   CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf));
+      for (int i = 0; i < found && s->algo < 0; ++i) {
+        size_t bytes = 0;
+        if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+        if (cudnnGetConvolutionBackwardDataWorkspaceSize(sol_cudnn, s->w, s->y, s->conv, s->x, perf[i].algo, &bytes)
+            != CUDNN_STATUS_SUCCESS || bytes > SOL_LIBRARY_WORKSPACE) continue;
+        s->algo = (int)perf[i].algo; s->workspace = bytes;
+      }
+    } else {
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+      SOL_CUDNN(layer, cudnnGetConvolutionBackwardFilterAlgorithm_v7(sol_cudnn, s->x, s->y, s->conv, s->w,
+                                                                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf));
+      for (int i = 0; i < found && s->algo < 0; ++i) {
+        size_t bytes = 0;
+        if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+        if (cudnnGetConvolutionBackwardFilterWorkspaceSize(sol_cudnn, s->x, s->y, s->conv, s->w, perf[i].algo, &bytes)
+            != CUDNN_STATUS_SUCCESS || bytes > SOL_LIBRARY_WORKSPACE) continue;
+        s->algo = (int)perf[i].algo; s->workspace = bytes;
+      }
     }
   }
   if (s->algo < 0) return sol_dnn_report(layer, "choosing a cuDNN algorithm", "none fits the library workspace");

@@ -42,10 +42,8 @@ def import_torchvision() -> ModuleType:
 def import_torchvision_if_installed() -> None:
     """Import torchvision the safe way (`import_torchvision`) where it is installed, before a library that imports it
     itself (timm, transformers) would import it the failing way; nothing where it is not installed."""
-    try:
+    with contextlib.suppress(ImportError):
         import_torchvision()
-    except ImportError:
-        pass
 
 
 def _torchvision(name: str, **kwargs: Any) -> Callable[..., torch.nn.Module]:

@@ -30,7 +30,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..ir import Graph, Layer, Tensor
@@ -258,9 +258,10 @@ def _grow_post_ops(current: Cluster, dnn: DnnModule, later: Sequence[Layer], ava
         value = layer.outputs[0]
 
 
-def plan_programs(graph: Graph, dnn: DnnModule | None = None) -> Programs:
+def plan_programs(graph: Graph, dnn: DnnModule | None = None,
+                  flavour_lowers: Callable[[Layer], bool] | None = None) -> Programs:
     prepare_layers, main_layers, outputs = split_programs(graph)
-    main_layers = lower_layers(main_layers, dnn, graph)
+    main_layers = lower_layers(main_layers, dnn, graph, flavour_lowers)
     base = {id(t) for t in graph.params.values()}
     derived = base | {id(t) for layer in prepare_layers for t in layer.outputs}
     # inputs that arrive in another layout (a backward's saved activations), and outputs whose layout is free

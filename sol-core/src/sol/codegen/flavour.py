@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .nest import Block, Loop, Node
 
 if TYPE_CHECKING:  # the DNN interface names KernelContext, whose module imports this one
+    from ..ir import Layer
     from .dnn import DnnModule
 
 #: The math functions generated code may call as ``sol_<flavour>_<fn>``; a prelude defines them all.
@@ -123,6 +124,12 @@ class Flavour(abc.ABC):
     def use_precision(self, precision: str) -> None:
         """Generate code for ``precision`` (already checked with `precision_missing`)."""
         self.precision = precision
+
+    def lowers(self, layer: Layer) -> bool:
+        """Whether ``layer`` runs as its decomposition (`sol.codegen.lowering`) on this device whatever its DNN
+        module takes: a shape of work the device's generated code runs better in pieces (a GPU's batch norm
+        statistics). The DNN module's own `DnnModule.lowers` asks for decompositions whose parts a library runs."""
+        return False
 
     def exported(self) -> str:
         """The declaration prefix of an exported entry point."""

@@ -1,9 +1,10 @@
-"""Planning, the step before the layouts (part 0): layers a backend's library runs faster in pieces.
+"""Planning, the step before the layouts (part 0): layers a backend runs faster in pieces.
 
-Some layers have a fused DFP kernel and also an exact decomposition into
-layers a DNN module accepts. The module decides per layer
-(`DnnModule.lowers`); the main program then carries the decomposition, and
-clustering gives its heavy parts to the library like any other layer.
+Some layers have a fused DFP kernel and also an exact decomposition. The DNN
+module decides per layer where a library takes the parts
+(`DnnModule.lowers`), the flavour where its generated code runs the parts
+better (`Flavour.lowers`); the main program then carries the decomposition,
+and clustering gives its heavy parts to the library like any other layer.
 
 Attention without a mask, ``softmax(q @ k^T * scale) @ v``, becomes two
 batched matmuls around a softmax; k is read transposed where it lies
@@ -19,6 +20,10 @@ A recurrent layer (``rnn``) runs whole in a library that has RNN primitives
 is always split: one ``linear`` for the input projection of all time steps
 (a single GEMM, itself a library call where there is one), then the
 ``rnn_recurrence`` time loop.
+
+Batch norm training becomes two-level means (per sample and channel, then per
+channel) and elementwise layers where a flavour asks (CUDA: the fused kernel
+reduces a whole channel on one warp).
 """
 
 from __future__ import annotations
@@ -27,17 +32,20 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..ir import Graph, Layer, is_static
+from ..ir import Graph, Layer, Tensor, is_static
 from .dnn import DnnModule
 
 
-def lower_layers(layers: Sequence[Layer], dnn: DnnModule | None, graph: Graph) -> list[Layer]:
-    """``layers`` with each layer the module asks for replaced by its decomposition (same outputs)."""
+def lower_layers(layers: Sequence[Layer], dnn: DnnModule | None, graph: Graph,
+                 flavour_lowers: Callable[[Layer], bool] | None = None) -> list[Layer]:
+    """``layers`` with each layer the module (or the flavour, ``flavour_lowers``) asks for replaced by its
+    decomposition (same outputs)."""
     result: list[Layer] = []
     for layer in layers:
         decompose = DECOMPOSITIONS.get(layer.op)
         split = UNLESS_IN_LIBRARY.get(layer.op)
-        if decompose is not None and dnn is not None and dnn.lowers(layer):
+        asked = (dnn is not None and dnn.lowers(layer)) or (flavour_lowers is not None and flavour_lowers(layer))
+        if decompose is not None and asked:
             result += decompose(layer, graph)
         elif split is not None and not (dnn is not None and dnn.accepts(layer)):
             result += split(layer, graph)
@@ -87,13 +95,13 @@ def attention_as_matmuls(layer: Layer, graph: Graph) -> list[Layer]:
 
 def _static_count(layer: Layer) -> int:
     """The elements per channel of a batch norm's input (every dim but 1); static batch sizes only."""
-    sizes = [s for d, s in enumerate(layer.inputs[0].shape) if d != 1]  # type: ignore[union-attr]
+    sizes = [s for d, s in enumerate(layer.inputs[0].shape) if d != 1]
     if not all(is_static(s) for s in sizes):
         raise ValueError(f"batch norm {layer.name!r}: the batch size varies, the fused kernel keeps it")
     return int(np.prod([int(s) for s in sizes]))
 
 
-def _channel_stats(graph: Graph, value: object, name: str, rank: int) -> object:
+def _channel_stats(graph: Graph, value: Tensor, name: str, rank: int) -> Tensor:
     """The mean over every dim but 1 of ``value`` [N, C, *S], kept as [1, C, 1..]: a mean per (n, c) over the
     pixels first (a work item per sample and channel), then over the batch (equal counts: the mean of means)."""
     if rank > 2:
@@ -103,15 +111,15 @@ def _channel_stats(graph: Graph, value: object, name: str, rank: int) -> object:
     return value
 
 
-def _per_channel(graph: Graph, t: object, rank: int, name: str) -> object:
+def _per_channel(graph: Graph, t: Tensor, rank: int, name: str) -> Tensor:
     """A [C] tensor as [1, C, 1..] to broadcast against [N, C, *S]."""
-    (out,) = graph.add_layer("reshape", [t], {"shape": (1, t.shape[0]) + (1,) * (rank - 2)},  # type: ignore[attr-defined]
+    (out,) = graph.add_layer("reshape", [t], {"shape": (1, t.shape[0]) + (1,) * (rank - 2)},
                              name=name)
     return out
 
 
-def _as_vector(graph: Graph, t: object, name: str) -> object:
-    (out,) = graph.add_layer("reshape", [t], {"shape": (t.shape[1],)}, name=name)  # type: ignore[attr-defined]
+def _as_vector(graph: Graph, t: Tensor, name: str) -> Tensor:
+    (out,) = graph.add_layer("reshape", [t], {"shape": (t.shape[1],)}, name=name)
     return out
 
 
@@ -180,7 +188,7 @@ def batch_norm_train_grad_as_reductions(layer: Layer, graph: Graph) -> list[Laye
     return _take(graph, start, layer, results)
 
 
-def _take(graph: Graph, start: int, layer: Layer, results: list[object]) -> list[Layer]:
+def _take(graph: Graph, start: int, layer: Layer, results: list[Tensor]) -> list[Layer]:
     """The layers added since ``start``, taken back out of the graph, writing ``layer``'s own outputs."""
     created = graph.layers[start:]
     del graph.layers[start:]
@@ -191,7 +199,7 @@ def _take(graph: Graph, start: int, layer: Layer, results: list[object]) -> list
     return created
 
 
-#: op -> its decomposition into library-friendly layers (the DNN module chooses when to use it)
+#: op -> its decomposition (the DNN module or the flavour chooses when to use it)
 DECOMPOSITIONS: dict[str, Callable[[Layer, Graph], list[Layer]]] = {
     "attention": attention_as_matmuls,
     "batch_norm_train": batch_norm_train_as_reductions,

@@ -45,7 +45,8 @@ class Plan:
 
 def plan(graph: Graph, flavour: Flavour | None = None) -> Plan:
     """Clusters, layouts and memory of ``graph``; the flavour's DNN module (if any) takes the library layers."""
-    programs = plan_programs(graph, flavour.dnn if flavour is not None else None)
+    programs = plan_programs(graph, flavour.dnn if flavour is not None else None,
+                             flavour.lowers if flavour is not None else None)
     programs.storage = plan_storage(programs, flavour.dnn if flavour is not None else None, graph.inputs,
                                     list(graph.params.values()), flavour)
     memory = plan_memory(programs, graph.inputs, list(graph.params.values()))
