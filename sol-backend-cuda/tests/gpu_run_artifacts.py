@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+#: the math word passed to every call: TF32 off, as run() sets eager's
+STRICT = 0
 ZOO = Path(__file__).resolve().parents[2] / "sol-frontend-torch" / "src" / "sol_frontend_torch" / "zoo.py"
 
 
@@ -48,8 +50,9 @@ def _check(zoo, directory: Path, name: str, info: dict) -> bool:
     fn["workspace_size"].restype = ctypes.c_int64
     fn["derived_size"].restype = ctypes.c_int64
     fn["workspace_size"].argtypes = [ctypes.c_int64]
-    fn["prepare"].argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
-    fn["forward"].argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64, ctypes.c_void_p]
+    # the last argument: the math word (sol.precision.Fp32Math.word), 0: no TF32, like eager with it off (run())
+    fn["prepare"].argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int]
+    fn["forward"].argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int]
     fn["status"].argtypes = [ctypes.c_void_p]
     batch = x.shape[0]
     assert fn["init"](0) == 0
@@ -58,8 +61,8 @@ def _check(zoo, directory: Path, name: str, info: dict) -> bool:
     outputs = [torch.empty(tuple(s), device="cuda") for s in info["outputs"]]
     stream = torch.cuda.current_stream().cuda_stream
     ptable, itable, otable = _table(params), _table([x.contiguous()]), _table(outputs)
-    rc = fn["prepare"](derived.data_ptr(), ptable, batch, stream)
-    rc |= fn["forward"](derived.data_ptr(), itable, ptable, otable, workspace.data_ptr(), batch, stream)
+    rc = fn["prepare"](derived.data_ptr(), ptable, batch, stream, STRICT)
+    rc |= fn["forward"](derived.data_ptr(), itable, ptable, otable, workspace.data_ptr(), batch, stream, STRICT)
     torch.cuda.synchronize()
     status = fn["status"](stream)
     got = outputs[0].reshape(expected.shape)
@@ -77,7 +80,7 @@ def _check(zoo, directory: Path, name: str, info: dict) -> bool:
         return (time.perf_counter() - start) / repeat * 1e3
 
     sol_ms = timed(lambda: fn["forward"](derived.data_ptr(), itable, ptable, otable, workspace.data_ptr(), batch,
-                                         stream))
+                                         stream, STRICT))
     with torch.no_grad():
         eager_ms = timed(lambda: model(x))
     print(f"{name:22s} rc={rc} status={status} max|err|={err:.3g} (max|y|={scale:.3g}) "

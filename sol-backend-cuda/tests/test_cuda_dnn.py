@@ -226,6 +226,9 @@ def test_generated_source_calls_the_libraries(tmp_path):
     linears = [c for c in calls if c.startswith("if (sol_lt_run(")]
     gemms = [c for c in calls if c.startswith("if (sol_gemm(")]
     assert len(convs) == 2 and len(linears) == 2 and len(gemms) == 2
+    # every call gets the call's math word (TF32 or not as the caller's framework says), the entry points take it
+    assert all(", sol_library_workspace, sol_fp32_math, " in c for c in convs + linears + gemms)
+    assert "int64_t batch, void* stream, int sol_fp32_math) {" in source
     assert "SOL_CONV_FORWARD" in convs[0] and convs[0].endswith("// conv (conv + relu)")
     assert ", 1, (const float*)" in convs[0] and ", 4, 8, 8, 0, (const float*)" in convs[1]  # relu; groups, no relu
     assert "CUBLASLT_EPILOGUE_RELU_BIAS" in linears[0] and "CUBLASLT_EPILOGUE_DEFAULT" in linears[1]

@@ -4,7 +4,8 @@ its bias and ReLU as the matmul's epilogue, MatMul/BMM and the linear weight gra
 sol-core plans which layers the module runs (`accepts`) and which ReLU after a
 call it absorbs (`fuses`); `render` writes host lines that call the glue
 (`sol_backend_cuda.glue`) at the call's place in the host program, with
-``sol_stream`` and the library's slice of the workspace in scope. The
+``sol_stream``, the library's slice of the workspace and the call's math word
+(``sol_fp32_math``: TF32 or not, as the caller's framework says) in scope. The
 arguments come from the host-side plans (`sol_backend_cuda.blas`,
 `sol_backend_cuda.cudnn`), which the tests check against numpy without a GPU.
 Tensors are plain row-major (NCHW for convolutions): the module asks for no
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 
 #: the variable of the host programs holding the libraries' workspace (see module.py's template)
 WORKSPACE = "sol_library_workspace"
+#: the host programs' parameter holding the call's math word (`sol.precision.Fp32Math.word`; see module.py)
+MATH = "sol_fp32_math"
 _CONV_KIND = {cudnn.FORWARD: "SOL_CONV_FORWARD", cudnn.BACKWARD_DATA: "SOL_CONV_BACKWARD_DATA",
               cudnn.BACKWARD_FILTER: "SOL_CONV_BACKWARD_FILTER"}
 
@@ -46,7 +49,7 @@ class CudaDnnModule(DnnModule):
         self.autotune = autotune
 
     def key(self) -> str:
-        return (f"{self.name} {self.versions}|workspace {LIBRARY_WORKSPACE_BYTES}|fp32 fma|attention as gemms"
+        return (f"{self.name} {self.versions}|workspace {LIBRARY_WORKSPACE_BYTES}|fp32 math per call|attention as gemms"
                 f"|autotune {int(self.autotune)}")
 
     # -- planning -------------------------------------------------------------------------------------------
@@ -106,7 +109,7 @@ class CudaDnnModule(DnnModule):
             code.globals.append(f"static sol_lt_linear {sym} = {{}};  // {title}")
             operands = {"w": anchor.inputs[1], "x": call.source}
             code.forward.append(
-                f"if (sol_lt_run({name}, &{sym}, sol_stream, {WORKSPACE}, {int(plan.trans_a)}, {int(plan.trans_b)}, "
+                f"if (sol_lt_run({name}, &{sym}, sol_stream, {WORKSPACE}, {MATH}, {int(plan.trans_a)}, {int(plan.trans_b)}, "
                 f"{_c(plan.m)}, {_c(plan.n)}, {_c(plan.k)}, {_c(plan.lda)}, {_c(plan.ldb)}, {_c(plan.ldc)}, {epilogue}, "
                 f"(const float*){_ptr(forward, operands[plan.a])}, (const float*){_ptr(forward, operands[plan.b])}, "
                 f"(const float*){bias}, (float*){_ptr(forward, call.output)}) != 0) return SOL_STATUS_LIBRARY;  "
@@ -118,7 +121,7 @@ class CudaDnnModule(DnnModule):
             operands = ({"a": anchor.inputs[0], "b": anchor.inputs[1]} if anchor.op == "matmul"
                         else {"x": anchor.inputs[0], "dy": anchor.inputs[1]})
             code.forward.append(
-                f"if (sol_gemm({name}, sol_stream, {WORKSPACE}, {int(plan.trans_a)}, {int(plan.trans_b)}, "
+                f"if (sol_gemm({name}, sol_stream, {WORKSPACE}, {MATH}, {int(plan.trans_a)}, {int(plan.trans_b)}, "
                 f"{_c(plan.m)}, {_c(plan.n)}, {_c(plan.k)}, (const float*){_ptr(forward, operands[plan.a])}, "
                 f"{_c(plan.lda)}, {_c(plan.stride_a)}, (const float*){_ptr(forward, operands[plan.b])}, {_c(plan.ldb)}, "
                 f"{_c(plan.stride_b)}, (float*){_ptr(forward, call.output)}, {_c(plan.ldc)}, {_c(plan.stride_c)}, "
@@ -135,7 +138,7 @@ class CudaDnnModule(DnnModule):
         bias = _ptr(forward, anchor.inputs[2]) if conv.bias else "nullptr"
         code.globals.append(f"static sol_cudnn_conv {sym} = {{}};  // {title}")
         code.forward.append(
-            f"if (sol_conv_run({name}, &{sym}, {_CONV_KIND[conv.kind]}, sol_stream, {WORKSPACE}, {_c(conv.n)}, "
+            f"if (sol_conv_run({name}, &{sym}, {_CONV_KIND[conv.kind]}, sol_stream, {WORKSPACE}, {MATH}, {_c(conv.n)}, "
             f"{conv.c}, {conv.h}, {conv.w}, {conv.k}, {conv.r}, {conv.s}, {conv.pad[0]}, {conv.pad[1]}, "
             f"{conv.stride[0]}, {conv.stride[1]}, {conv.dilation[0]}, {conv.dilation[1]}, {conv.groups}, {conv.p}, "
             f"{conv.q}, {int(relu)}, (const float*){_ptr(forward, first)}, (const float*){_ptr(forward, second)}, "

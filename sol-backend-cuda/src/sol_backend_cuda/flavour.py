@@ -7,11 +7,11 @@ its lanes and reductions by warp shuffles). Math: ``sol_cuda_*`` macros over
 overloaded device functions (float stays float: ``expf``...).
 
 The main loop runs on the host (`DeviceRuntime.main_loop` "host"). The ABI is
-the one of every artifact plus the stream, as the last parameter:
+the one of every artifact plus the stream and the math word, as the last parameters:
 
     int <prefix>_forward(void* ctx, const void** inputs, const void** params, void** outputs,
-                         void* workspace, int64_t batch, void* stream)
-    int <prefix>_prepare(void* ctx, const void** params, int64_t batch, void* stream)
+                         void* workspace, int64_t batch, void* stream, int fp32_math)
+    int <prefix>_prepare(void* ctx, const void** params, int64_t batch, void* stream, int fp32_math)
 
 ``ctx`` (the derived parameters), ``workspace`` and every entry of the
 pointer tables are device pointers; the tables themselves are host arrays.
@@ -20,6 +20,9 @@ kernels are launched on it in Cluster order and the call returns without
 synchronising, with ``SOL_STATUS_LIBRARY`` when a launch failed. Errors that
 kernels find (an index out of range) set a device status word that
 ``int <prefix>_status(void* stream)`` reads (synchronising that stream) and clears.
+``fp32_math`` (`sol.precision.Fp32Math.word`: 1 for convolutions, 2 for
+matrix products) says which fp32 library calls may use TF32 tensor cores in
+this call; generated kernels always compute fp32 in fp32.
 
 Conv (forward and both gradients), Linear, MatMul/BMM and the linear weight
 gradient are cuDNN/cuBLAS calls where both libraries are found
@@ -45,6 +48,7 @@ from sol.codegen.flavour import typed_math
 from sol.codegen.nest import Node
 from sol.errors import SolBuildError, SolConfigError
 from sol.ir import Layer, is_static
+from sol.precision import STRICT, Fp32Math
 
 from . import artifacts, libraries
 from . import kernels as kmap
@@ -55,7 +59,7 @@ from .toolkit import CC_KEY, DNN_KEY, MISSING, configured_cc, configured_nvcc, f
 _log = log.get("cuda")
 #: Bump when the CUDA code generated for the same graph changes (part of the cache key, like sol-core's
 #: CODEGEN_VERSION): 2 = device-heap scratch checked (SOL_STATUS_SCRATCH), 3 = cuBLAS/cuDNN calls, scratch-capped grids and a 256 MB device heap
-FLAVOUR_VERSION = "4"  # 4: batch norm training as reductions (lowers)
+FLAVOUR_VERSION = "5"  # 4: batch norm training as reductions (lowers), 5: the math word (TF32 per call)
 #: the device heap of modules whose kernels take per-thread scratch with new (CUDA's default: 8 MB)
 HEAP_BYTES = 256 << 20
 #: compute capability used when neither cuda::cc nor a device says otherwise
@@ -192,9 +196,13 @@ class CudaFlavour(Flavour):
     source_suffix = ".cu"
     library_suffix = ".so"
 
-    def __init__(self, *, cc: str | None = None, nvcc: str | None = None, dnn: bool | None = None) -> None:
+    def __init__(self, *, cc: str | None = None, nvcc: str | None = None, dnn: bool | None = None,
+                 fp32_math: Fp32Math = STRICT) -> None:
         self._cc = cc
         self._nvcc = nvcc
+        #: the math word a deployed library passes at every call (sol.deploy's nvidia::tf32); at run time in Python
+        #: the runtime passes the caller's instead (`sol.precision.fp32_math`)
+        self.deploy_fp32_math = fp32_math
         wanted = bool(sol.config.get(DNN_KEY.name, True)) if dnn is None else dnn
         found = libraries.found() if wanted else None
         self.libraries = found or ()
@@ -211,7 +219,7 @@ class CudaFlavour(Flavour):
         if precision == "fp32":
             return None
         return (f"the cuda backend has no {precision} kernels yet: generated code and its cuBLAS/cuDNN calls compute "
-                "fp32 (without TF32)")
+                "fp32 (the library calls with TF32 where PyTorch's fp32 settings allow it)")
 
     def lowers(self, layer: Layer) -> bool:
         if layer.op in ("batch_norm_train", "batch_norm_train_grad"):
@@ -307,5 +315,5 @@ class CudaFlavour(Flavour):
         """A deployed library: host inputs and outputs, weights uploaded once (`sol_backend_cuda.deploy`)."""
         from .deploy import render_wrapper
 
-        return render_wrapper(**context)
+        return render_wrapper(fp32_math=self.deploy_fp32_math.word(), **context)
 

@@ -21,7 +21,9 @@ from . import kernels as kmap
 
 #: what kernel code writes through ``sol_fail(&sol_status, ...)``: the module's device status word
 STATUS_WORD = "sol_cuda_status_word"
-STREAM_PARAMETER = "void* stream"
+#: what the flavour appends to every program's parameters: the stream, then the call's math word (which fp32
+#: library calls may use TF32: `sol.precision.Fp32Math.word`, read by the runtime at each launch)
+STREAM_PARAMETER = "void* stream, int sol_fp32_math"
 
 
 @dataclass
@@ -233,6 +235,7 @@ static inline int64_t sol_library_workspace_offset(int64_t N) {
   (void)derived;
   cudaStream_t sol_stream = (cudaStream_t)stream;
   (void)sol_stream;
+  (void)sol_fp32_math;
 {% if flavour.dnn and "void* workspace" in program.signature %}
   void* sol_library_workspace = (char*)workspace + sol_library_workspace_offset(N);
   (void)sol_library_workspace;

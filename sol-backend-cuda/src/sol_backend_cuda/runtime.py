@@ -13,8 +13,11 @@ in this process:
 - `HostBuffer` -> the host address of its data: the main loop runs on the
   host, so the pointer tables stay in host memory (the host code reads them
   while it launches; a kernel never does);
-- ``<prefix>_forward`` and ``<prefix>_prepare`` get the stream appended as
-  their last argument (the flavour's ABI).
+- ``<prefix>_forward`` and ``<prefix>_prepare`` get the stream and then the
+  call's math word appended (the flavour's ABI): `sol.precision.fp32_math`
+  as of the launch, i.e. the settings of the framework calling (PyTorch's
+  TF32 switches, which its frontend states around every call), strict fp32
+  without one. So a setting flipped between two calls applies to the second.
 
 Queues are ``cudaStream_t`` values as ints: ``None`` is the legacy default
 stream (0); a frontend passes its own (PyTorch's
@@ -59,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from sol.errors import SolDeviceError
+from sol.precision import fp32_math
 from sol.records import Copy, DevicePointer, DeviceRuntime, HostBuffer, Launch, LaunchArg
 
 # cudaMemcpyKind
@@ -69,7 +73,7 @@ DEVICE_TO_DEVICE = 3
 #: what the flavour's entry points return (module.py's SOL_STATUS_*)
 STATUS_NAMES = {0: "ok", 1: "index out of range (SOL_STATUS_INDEX)", 2: "a CUDA launch failed (SOL_STATUS_LIBRARY)",
                 3: "a kernel's per-thread scratch did not fit CUDA's device heap (SOL_STATUS_SCRATCH)"}
-#: entry points that take the stream as their last argument
+#: entry points that take the stream and the math word as their last arguments
 STREAM_FUNCTIONS = ("_forward", "_prepare")
 
 _VOIDP = ctypes.c_void_p
@@ -310,7 +314,7 @@ class CudaRuntime(DeviceRuntime):
         values = [self._argument(a) for a in args]
         stream = _stream(queue)
         if function.prefix is not None:
-            values.append(_VOIDP(stream or None))
+            values += [_VOIDP(stream or None), ctypes.c_int(fp32_math().word())]
         self._current()
         value = int(function.fn(*values))
         if function.prefix is not None:

@@ -11,10 +11,24 @@ Every backend says what it can compute through its flavour
 default is fp32 only, so a backend that has not implemented a reduced
 precision raises a `SolUnsupportedError` naming what is missing instead of
 silently computing in fp32.
+
+fp32 itself may still be computed with TF32 tensor cores (10-bit mantissa
+products, fp32 accumulation) in library calls: that is not a ``precision=``
+value but the framework's own fp32 math setting, which PyTorch keeps per op
+(``torch.backends.cudnn.conv.fp32_precision``: "tf32" by default;
+``torch.backends.cuda.matmul.fp32_precision``: "ieee" by default). SOL follows
+it per call: the frontend states the caller's settings with `using_fp32_math`
+around each call of a compiled model, and a backend that has TF32 library
+calls reads `fp32_math` when it launches one (the CUDA backend). Without a
+framework saying otherwise fp32 is computed strictly (`STRICT`).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .errors import SolConfigError, SolUnsupportedError
@@ -55,4 +69,55 @@ def resolve(precision: str | None, flavour: Flavour, where: str) -> str:
     return wanted
 
 
-__all__ = ["PRECISIONS", "TORCH_DTYPES", "requested", "resolve"]
+@dataclass(frozen=True)
+class Fp32Math:
+    """Which fp32 library calls may compute with TF32 tensor cores (PyTorch's two switches)."""
+
+    #: convolutions (forward and both gradients): PyTorch's ``torch.backends.cudnn.conv.fp32_precision == "tf32"``
+    conv_tf32: bool = False
+    #: matrix products (Linear, MatMul/BMM, attention's products): ``torch.backends.cuda.matmul.fp32_precision``
+    matmul_tf32: bool = False
+
+    #: the bits of `word`, as the generated code tests them (the CUDA backend's SOL_MATH_* constants)
+    CONV_TF32 = 1
+    MATMUL_TF32 = 2
+
+    def word(self) -> int:
+        """The settings as one int, the argument a generated entry point takes."""
+        return (self.CONV_TF32 if self.conv_tf32 else 0) | (self.MATMUL_TF32 if self.matmul_tf32 else 0)
+
+    @classmethod
+    def from_word(cls, word: int) -> Fp32Math:
+        return cls(conv_tf32=bool(word & cls.CONV_TF32), matmul_tf32=bool(word & cls.MATMUL_TF32))
+
+
+#: fp32 computed in fp32 everywhere: the default when no framework states its settings
+STRICT = Fp32Math()
+
+#: the settings of the call in progress on this thread: an `Fp32Math`, or a function giving them (read only when a
+#: backend launches a library call that depends on them)
+_current: ContextVar[Fp32Math | Callable[[], Fp32Math] | None] = ContextVar("sol_fp32_math", default=None)
+
+
+@contextlib.contextmanager
+def using_fp32_math(math: Fp32Math | Callable[[], Fp32Math]) -> Iterator[None]:
+    """Calls of compiled models inside compute fp32 as ``math`` says (a function: asked at each launch, on the
+    calling thread). Frontends wrap each call in it with the framework's current settings; a user of a frontend
+    without such settings (ONNX) may wrap calls in it to allow TF32."""
+    token = _current.set(math)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def fp32_math() -> Fp32Math:
+    """The fp32 math of the call in progress (`using_fp32_math`), `STRICT` outside one."""
+    current = _current.get()
+    if current is None:
+        return STRICT
+    return current if isinstance(current, Fp32Math) else current()
+
+
+__all__ = ["PRECISIONS", "STRICT", "TORCH_DTYPES", "Fp32Math", "fp32_math", "requested", "resolve",
+           "using_fp32_math"]

@@ -34,6 +34,7 @@ from sol.seeds import generation
 
 from . import autocast, native, native_reader, structured
 from .capture import torch_dtype
+from .fp32_math import following_torch
 from .params import ParamSlots, assignments
 from .params import _count_assignment as count_assignment
 from .training import RecomputeFunction, SolFunction, Step, Variant, capture_variant, rng_key
@@ -201,7 +202,8 @@ class SolModule(torch.nn.Module):
         outputs = [torch.empty(tuple(shape), dtype=dtype, device=device)
                    for shape, (_, dtype, _) in zip(compiled.output_shapes(batch),
                                                    self._spec_info(compiled.output_specs), strict=True)]
-        compiled.run([x.data_ptr() for x in tensors], param_ptrs, [o.data_ptr() for o in outputs], batch)
+        with following_torch():  # TF32 or not as eager would (transparent offloading to a GPU)
+            compiled.run([x.data_ptr() for x in tensors], param_ptrs, [o.data_ptr() for o in outputs], batch)
         if cast is not None:
             outputs = cast.cast_outputs(self._sol_model, inputs, outputs)
         if wants_grad:

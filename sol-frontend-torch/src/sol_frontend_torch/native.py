@@ -17,6 +17,7 @@ import torch
 from sol.errors import SolInputError
 
 from .cuda import native_queue
+from .fp32_math import following_torch
 from .params import ParamSlots
 
 
@@ -63,8 +64,10 @@ def run(compiled: Any, params: DeviceParams, inputs: Sequence[torch.Tensor], out
     """One forward of ``compiled`` on ``device``: contiguous ``inputs`` into preallocated ``outputs``, both tensors
     on ``device``; returns when the device reported the model's status (a SOL error if it failed)."""
     queue = native_queue(compiled, device)  # CUDA: PyTorch's current stream and caching allocator
-    params.ensure(compiled, device, queue)
-    launch = compiled.run_on_device([x.data_ptr() for x in inputs], [o.data_ptr() for o in outputs], batch, queue)
+    with following_torch():  # library calls in TF32 or not, as eager's would be with the settings of now
+        params.ensure(compiled, device, queue)
+        launch = compiled.run_on_device([x.data_ptr() for x in inputs], [o.data_ptr() for o in outputs], batch,
+                                        queue)
     compiled.finish(launch)
 
 

@@ -32,6 +32,7 @@ from sol.ir import Graph
 from .aten.nn import CUMULATIVE_MOMENTUM
 from .capture import capture, torch_dtype
 from .convert import RNG_INPUT, convert_training
+from .fp32_math import following_torch
 from .native import DeviceParams, takes_device_tensors
 from .native import run as run_native
 from .params import ParamSlots
@@ -126,7 +127,8 @@ class Step:
         else:
             params = self.forward_params.tensors()
             pointers = self.forward_params.pointers(compiled, params)
-            compiled.run([x.data_ptr() for x in inputs], pointers, [o.data_ptr() for o in outputs], batch)
+            with following_torch():
+                compiled.run([x.data_ptr() for x in inputs], pointers, [o.data_ptr() for o in outputs], batch)
         model_outputs = self.variant.model_outputs
         state = outputs[model_outputs:self.graphs.model_outputs]
         with torch.no_grad():
@@ -152,7 +154,8 @@ class Step:
         else:
             params = self.backward_params.tensors()
             pointers = self.backward_params.pointers(compiled, params)
-            compiled.run([v.data_ptr() for v in values], pointers, [o.data_ptr() for o in outputs], batch)
+            with following_torch():
+                compiled.run([v.data_ptr() for v in values], pointers, [o.data_ptr() for o in outputs], batch)
         return outputs
 
 

@@ -1,0 +1,58 @@
+"""PyTorch's fp32 math settings (TF32 for convolutions and for matmuls), which SOL follows call by call.
+
+Eager PyTorch on an Ampere-or-later GPU computes fp32 convolutions with TF32
+tensor cores by default and fp32 matmuls without them; a user may change
+either at any time. SOL's library calls (the CUDA backend's cuDNN and cuBLAS)
+do what eager would do with the settings as of each call: every call of a
+compiled model runs inside `following_torch`, whose function `torch_fp32_math`
+the backend asks when it launches (so a model compiled for the CPU never pays
+for reading them).
+
+Which API is authoritative: since PyTorch 2.9 the settings live in a tree of
+``fp32_precision`` values (``torch.backends.cudnn.conv``, ``torch.backends.cuda.matmul``,
+their parent ``torch.backends.cudnn`` ("cuda", "all") and the root
+``torch.backends``), where "none" defers to the parent, and ATen's
+convolutions and cuBLAS calls read exactly that (``Context::float32Precision``);
+the legacy flags (``torch.backends.cudnn.allow_tf32``,
+``torch.backends.cuda.matmul.allow_tf32``, ``torch.set_float32_matmul_precision``)
+write into the same tree, and reading them raises a RuntimeError once a
+program mixed both APIs. So SOL resolves the tree itself, like ATen, and reads
+the legacy flags only on a PyTorch without it. ``set_float32_matmul_precision("medium")``
+gives the CUDA matmuls TF32 (CUDA has no bf16 fp32 mode), so "medium" counts as "high".
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from sol.precision import Fp32Math, using_fp32_math
+
+
+def _resolve(*chain: str) -> str:
+    """The first setting of ``chain`` (leaf first) that is not "none" (ATen's ``Context::float32Precision``)."""
+    return next((value for value in chain if value != "none"), "none")
+
+
+def torch_fp32_math() -> Fp32Math:
+    """What eager PyTorch would compute fp32 CUDA convolutions and matmuls with, as of now."""
+    backends = torch.backends
+    conv = getattr(backends.cudnn, "conv", None)
+    if conv is not None and hasattr(backends.cuda.matmul, "fp32_precision"):
+        generic, cuda = backends.fp32_precision, backends.cudnn.fp32_precision  # ("generic", "all"), ("cuda", "all")
+        return Fp32Math(conv_tf32=_resolve(conv.fp32_precision, cuda, generic) == "tf32",
+                        matmul_tf32=_resolve(backends.cuda.matmul.fp32_precision, cuda, generic) == "tf32")
+    # PyTorch before 2.9: the legacy flags are all there is
+    return Fp32Math(conv_tf32=bool(backends.cudnn.allow_tf32),
+                    matmul_tf32=torch.get_float32_matmul_precision() != "highest")
+
+
+@contextlib.contextmanager
+def following_torch() -> Iterator[None]:
+    """Calls of compiled models inside compute fp32 as eager PyTorch would at the time each launch happens."""
+    with using_fp32_math(torch_fp32_math):
+        yield
+
+
+__all__ = ["following_torch", "torch_fp32_math"]
