@@ -8,7 +8,8 @@ What it checks (issue 30's Done-when):
 
 - correctness: the CI half of the zoo (every model of sol_frontend_torch.zoo not in SLOW, the MLP and the
   transformer encoder included) compiled for ``cuda``, run on CUDA tensors (native: no copies, PyTorch's
-  stream and caching allocator) at batch 1 and 8 against eager PyTorch on the same GPU with TF32 off;
+  stream and caching allocator) at batch 1 and 8 against eager PyTorch on the same GPU with TF32 off
+  (both of PyTorch's switches, convolutions and matmuls; restored afterwards);
   pass: max|SOL - eager| <= 1e-3 * max(max|eager|, 1). At batch 1 also CPU tensors through transparent
   offloading (copies per call) against eager on the CPU.
 - training gradients: resnet18, mobilenet_v2 and the transformer encoder (dropout 0) in train mode, the model
@@ -16,7 +17,8 @@ What it checks (issue 30's Done-when):
   on the GPU, tensors are copied) and once with the model and input on the GPU (native: parameters, saved
   activations and gradients stay CUDA tensors); every parameter gradient against a float64 run on the CPU,
   passing when SOL's error is at most twice eager float32's own (or 1e-3 of the tensor's scale).
-- speed, PyTorch's default precision settings for all three: eager, ``torch.compile`` (default mode) and
+- speed, PyTorch's precision settings as found (its defaults: TF32 convolutions, strict fp32 matmuls), which
+  SOL's cuDNN/cuBLAS calls follow call by call like eager's, for all three: eager, ``torch.compile`` (default mode) and
   SOL (native, CUDA tensors) for resnet18, resnet50, mobilenet_v2, densenet121, vit_b_16 and the
   transformer encoder at batch 1 and 64 (ms per call, after warm-up, ``torch.cuda.synchronize`` around
   the timed loop); training steps (forward, backward, SGD) at batch 16 for resnet18 and the transformer
@@ -494,6 +496,7 @@ def work_items() -> list[tuple[str, str]]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
+    from sol_frontend_torch.fp32_math import tf32_disabled, torch_fp32_math
 
     budget = Budget(args.budget)
     artifacts = Artifacts(Path(args.artifacts), args.dry_run)
@@ -505,8 +508,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                               "inference": [], "training": [], "speed": [], "skipped": []}
     if not args.dry_run:
         report["device"] = torch.cuda.get_device_name(0)
-        torch.backends.cuda.matmul.allow_tf32 = False  # correctness: TF32 off
-        torch.backends.cudnn.allow_tf32 = False
+    # speed runs with the settings as they are (PyTorch's defaults: TF32 convolutions, strict matmuls), which SOL's
+    # library calls follow like eager's; correctness and gradients with both switches off, restored after each
+    report["speed_fp32_math"] = str(torch_fp32_math())
     only = set(args.only.split(",")) if args.only else None
     items = [i for i in work_items() if only is None or f"{i[0]}:{i[1]}" in only]
 
@@ -532,25 +536,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return only is None or f"{kind}:{name}" in only
 
     # the sections most likely to break the context (training: more generated kernels) run last
-    for kind, name in items:
-        if kind == "inference" and section(kind, name, 10):
-            guarded(report["inference"], f"inference {name}", lambda n=name: check_inference(n, args.dry_run))
-    if not args.dry_run:  # speed with PyTorch's defaults
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = True
+    with tf32_disabled():  # correctness: TF32 off for eager and SOL alike
+        for kind, name in items:
+            if kind == "inference" and section(kind, name, 10):
+                guarded(report["inference"], f"inference {name}", lambda n=name: check_inference(n, args.dry_run))
     for name in SPEED_MODELS:
         if (wanted("speed", name) or wanted("inference", name)) and section("speed", name, 15):
             rows: list[Any] = []
             guarded(rows, f"speed {name}", lambda n=name: {"rows": speed_inference(n, budget, args.dry_run, True)})
             for r in rows:
                 report["speed"] += r.get("rows", []) or ([r] if "error" in r else [])
-    if not args.dry_run:
-        torch.backends.cudnn.allow_tf32 = False  # gradients: TF32 off again
-    for kind, name in items:
-        if kind == "training" and section(kind, name, 20):
-            guarded(report["training"], f"training {name}", lambda n=name: check_training(n, args.dry_run))
-    if not args.dry_run:
-        torch.backends.cudnn.allow_tf32 = True
+    with tf32_disabled():  # gradients against float64, eager fp32's error the yardstick: TF32 off
+        for kind, name in items:
+            if kind == "training" and section(kind, name, 20):
+                guarded(report["training"], f"training {name}", lambda n=name: check_training(n, args.dry_run))
     for name in TRAIN_SPEED_MODELS:
         if wanted("train-speed", name) and section("train-speed", name, 30):
             rows = []
@@ -597,7 +596,8 @@ def table(report: dict[str, Any]) -> str:
                 lines.append(f"{r['model']:22s} {mode:11s} {c['gradients']:4d} gradients, worst {w['name']}: "
                              f"SOL {w['err'] / max(w['scale'], 1.0):.2e}, eager fp32 "
                              f"{w['eager_err'] / max(w['scale'], 1.0):.2e}  {'OK' if c['ok'] else 'FAIL'}")
-    lines += ["", "speed, ms per call (PyTorch's default precision settings)",
+    lines += ["", f"speed, ms per call (PyTorch's settings as found: {report.get('speed_fp32_math', '?')}; "
+              "SOL's cuDNN/cuBLAS calls follow them like eager's)",
               f"{'model':22s} {'mode':10s} {'batch':>5s} {'eager':>9s} {'compile':>9s} {'SOL':>9s} {'SOL/eager':>9s}  (times: < 1 is SOL faster)"]
     for r in report["speed"]:
         if "error" in r:

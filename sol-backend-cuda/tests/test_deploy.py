@@ -9,8 +9,9 @@ import subprocess
 import pytest
 import sol
 from sol.errors import SolInputError, SolUnsupportedError
+from sol.precision import Fp32Math
 from sol_backend_cuda import deploy_driver
-from sol_backend_cuda.deploy import CudaDeployTarget, _cc_option
+from sol_backend_cuda.deploy import TF32_OPTION, WRAPPER, CudaDeployTarget, _cc_option, tf32_option
 from sol_backend_cuda.toolkit import cubin_architectures, find_cuobjdump, find_nvcc
 
 NVCC = find_nvcc("nvcc")
@@ -45,6 +46,21 @@ def test_options_and_kinds():
     assert CudaDeployTarget.ccs({"nvidia::cc": "sm_90, 8.0"}) == ["80", "90"]
     with pytest.raises(SolUnsupportedError, match="lib::shared"):
         CudaDeployTarget().check_kind("static", {})
+
+
+def test_the_tf32_option_is_strict_by_default_and_refused_without_library_calls():
+    """A deployed library has no framework whose settings it could follow: nvidia::tf32 says, 'off' by default. Its
+    word is what the wrapper passes at every call; TF32 is refused while deployed libraries make no library calls."""
+    assert CudaDeployTarget.options[TF32_OPTION] == "off"
+    assert tf32_option({}) == Fp32Math() and tf32_option({TF32_OPTION: " Conv "}) == Fp32Math(conv_tf32=True)
+    assert tf32_option({TF32_OPTION: "all"}).word() == 3
+    with pytest.raises(SolInputError, match="nvidia::tf32='yes' is not one of"):
+        tf32_option({TF32_OPTION: "yes"})
+    assert WRAPPER.count(", SOL_DEPLOY_FP32_MATH) != 0)") == 2  # _prepare and _forward
+    if NVCC is not None:
+        assert CudaDeployTarget().flavour({TF32_OPTION: "off"}).deploy_fp32_math.word() == 0
+        with pytest.raises(SolUnsupportedError, match="generated kernels only"):
+            CudaDeployTarget().flavour({TF32_OPTION: "matmul"})
 
 
 @pytest.mark.skipif(NVCC is None or CUOBJDUMP is None, reason='nvcc and cuobjdump are not installed: pip install '

@@ -12,7 +12,7 @@ import torch
 from sol.passes import run_inference_passes
 from sol.precision import STRICT, Fp32Math, fp32_math
 from sol_frontend_torch import TorchFrontend, native
-from sol_frontend_torch.fp32_math import following_torch, torch_fp32_math
+from sol_frontend_torch.fp32_math import following_torch, tf32_disabled, torch_fp32_math
 from sol_frontend_torch.params import ParamSlots
 
 from .fake_runtime import FakeCompiled
@@ -135,3 +135,23 @@ def test_a_native_call_runs_with_the_settings_of_that_call(frontend, torch_setti
     assert compiled.seen[2:] == [Fp32Math(conv_tf32=True)], "the parameters did not change: the forward only"
     with following_torch():
         assert fp32_math() == Fp32Math(conv_tf32=True)
+
+
+@pytest.mark.parametrize("start", ["defaults", "both on", "root tf32"])
+def test_tf32_disabled_turns_both_off_and_restores_them(torch_settings, start):
+    if start == "both on":
+        torch.set_float32_matmul_precision("high")
+    elif start == "root tf32":
+        if not NEW_API:
+            pytest.skip("PyTorch before 2.9 has no fp32_precision settings")
+        # the legacy cudnn.allow_tf32 = False alone would not switch convs off (it leaves "none", deferring to the root)
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+        torch.backends.fp32_precision = "tf32"
+    before = torch_fp32_math()
+    tree = [getattr(node, attr) for node, attr in TREE] if NEW_API else []
+    with tf32_disabled():
+        assert torch_fp32_math() == STRICT
+        # PyTorch's legacy readers (torch.export's, ATen's cuBLAS calls) accept the state: its records agree
+        assert torch.backends.cuda.matmul.allow_tf32 is False and torch.backends.cudnn.allow_tf32 is False
+    assert torch_fp32_math() == before
+    assert [getattr(node, attr) for node, attr in TREE] == tree if NEW_API else True

@@ -24,7 +24,8 @@ gives the CUDA matmuls TF32 (CUDA has no bf16 fp32 mode), so "medium" counts as 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 from sol.precision import Fp32Math, using_fp32_math
@@ -48,6 +49,57 @@ def torch_fp32_math() -> Fp32Math:
                     matmul_tf32=torch.get_float32_matmul_precision() != "highest")
 
 
+#: the nodes of PyTorch's fp32_precision tree (2.9+) that decide CUDA convolutions, RNNs and matmuls
+def _tree() -> list[tuple[object, str]]:
+    b = torch.backends
+    return [(b, "fp32_precision"), (b.cudnn, "fp32_precision"), (b.cudnn.conv, "fp32_precision"),
+            (b.cudnn.rnn, "fp32_precision"), (b.cuda.matmul, "fp32_precision")]
+
+
+def _legacy(read: Callable[[], Any]) -> Any:
+    """A legacy setting, or None where PyTorch refuses to read it (its records disagree: a mix of both APIs)."""
+    try:
+        return read()
+    except RuntimeError:
+        return None
+
+
+@contextlib.contextmanager
+def tf32_disabled() -> Iterator[None]:
+    """PyTorch's CUDA convolutions and matmuls (and so SOL's) in strict fp32 inside, the settings as they were after.
+
+    For checks against eager and float64 (``benchmarks/cuda_check.py``). PyTorch keeps each switch twice, a legacy
+    record and the fp32_precision tree, and parts of it (torch.export, ATen's cuBLAS calls) refuse to run when the
+    two disagree. So each is switched off through its legacy setter, which writes both records, where the legacy
+    record can be read; the cuDNN nodes (conv and rnn alike, which the legacy reader compares) are set to "ieee" on
+    top only where a parent node still gives TF32 ("none" defers to it) or the records disagreed before.
+    Restored: the legacy records, then the tree's values as they were.
+    """
+    backends = torch.backends
+    new_api = getattr(backends.cudnn, "conv", None) is not None and hasattr(backends.cuda.matmul, "fp32_precision")
+    tree = [(node, attr, getattr(node, attr)) for node, attr in _tree()] if new_api else []
+    conv = _legacy(lambda: backends.cudnn.allow_tf32)
+    matmul = _legacy(torch.get_float32_matmul_precision)
+    try:
+        if conv is not None:
+            backends.cudnn.allow_tf32 = False
+        if matmul is not None:
+            backends.cuda.matmul.allow_tf32 = False
+        if new_api:
+            if conv is None or torch_fp32_math().conv_tf32:
+                backends.cudnn.conv.fp32_precision = backends.cudnn.rnn.fp32_precision = "ieee"
+            if matmul is None or torch_fp32_math().matmul_tf32:
+                backends.cuda.matmul.fp32_precision = "ieee"
+        yield
+    finally:
+        if conv is not None:
+            backends.cudnn.allow_tf32 = conv
+        if matmul is not None:
+            torch.set_float32_matmul_precision(matmul)
+        for node, attr, value in tree:
+            setattr(node, attr, value)
+
+
 @contextlib.contextmanager
 def following_torch() -> Iterator[None]:
     """Calls of compiled models inside compute fp32 as eager PyTorch would at the time each launch happens."""
@@ -55,4 +107,4 @@ def following_torch() -> Iterator[None]:
         yield
 
 
-__all__ = ["following_torch", "torch_fp32_math"]
+__all__ = ["following_torch", "tf32_disabled", "torch_fp32_math"]
