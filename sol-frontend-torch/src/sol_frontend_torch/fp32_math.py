@@ -30,6 +30,10 @@ from typing import Any
 import torch
 from sol.precision import Fp32Math, using_fp32_math
 
+#: the four settings, made once (read at every launch of a library call): (conv TF32, matmul TF32) -> Fp32Math
+_SETTINGS = {(conv, matmul): Fp32Math(conv_tf32=conv, matmul_tf32=matmul) for conv in (False, True)
+             for matmul in (False, True)}
+
 
 def _resolve(*chain: str) -> str:
     """The first setting of ``chain`` (leaf first) that is not "none" (ATen's ``Context::float32Precision``)."""
@@ -42,11 +46,10 @@ def torch_fp32_math() -> Fp32Math:
     conv = getattr(backends.cudnn, "conv", None)
     if conv is not None and hasattr(backends.cuda.matmul, "fp32_precision"):
         generic, cuda = backends.fp32_precision, backends.cudnn.fp32_precision  # ("generic", "all"), ("cuda", "all")
-        return Fp32Math(conv_tf32=_resolve(conv.fp32_precision, cuda, generic) == "tf32",
-                        matmul_tf32=_resolve(backends.cuda.matmul.fp32_precision, cuda, generic) == "tf32")
+        return _SETTINGS[_resolve(conv.fp32_precision, cuda, generic) == "tf32",
+                         _resolve(backends.cuda.matmul.fp32_precision, cuda, generic) == "tf32"]
     # PyTorch before 2.9: the legacy flags are all there is
-    return Fp32Math(conv_tf32=bool(backends.cudnn.allow_tf32),
-                    matmul_tf32=torch.get_float32_matmul_precision() != "highest")
+    return _SETTINGS[bool(backends.cudnn.allow_tf32), torch.get_float32_matmul_precision() != "highest"]
 
 
 #: the nodes of PyTorch's fp32_precision tree (2.9+) that decide CUDA convolutions, RNNs and matmuls
@@ -100,11 +103,9 @@ def tf32_disabled() -> Iterator[None]:
             setattr(node, attr, value)
 
 
-@contextlib.contextmanager
-def following_torch() -> Iterator[None]:
+def following_torch() -> using_fp32_math:
     """Calls of compiled models inside compute fp32 as eager PyTorch would at the time each launch happens."""
-    with using_fp32_math(torch_fp32_math):
-        yield
+    return using_fp32_math(torch_fp32_math)
 
 
 __all__ = ["following_torch", "tf32_disabled", "torch_fp32_math"]
