@@ -42,7 +42,7 @@ def _encoder_block() -> Graph:
 
 
 def test_linear_as_1x1_convolution_matches_reference(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(linear, "choose", lambda layer, tuner: True)
+    monkeypatch.setattr(linear, "choose", lambda layer, post_ops, tuner, reduced=False: linear.LINEAR_1X1)
     g = _encoder_block()
     compiled = compile_graph(g, "x86", passes=False)
     assert compiled.source_path.read_text().count("d->algorithm = SOL_DNNL_LINEAR_1X1") == 2
@@ -62,13 +62,14 @@ def test_linear_runs_as_convolution_only_where_timed_faster(monkeypatch: pytest.
     assert linear.shape_of(layer) == (7, 24, 24)
     monkeypatch.setitem(sol.config, "autotuning", True)
     monkeypatch.setattr(tuner, "timings", lambda shape, algorithms, kind: {0: 1e-3, 4: 0.5e-3})
-    assert linear.choose(layer, tuner) is False  # 8 KFLOP: not worth a timing, the inner product stays
+    assert linear.choose(layer, [], tuner) == linear.DIRECT  # 8 KFLOP: not worth a timing, the inner product stays
     big = Graph("linear_big")  # as big as the encoder's layers: timed
     x = big.add_input("x", [Dim(BATCH, Purpose.N), Dim(128, Purpose.S), Dim(768, Purpose.C)])
     big.add_layer("linear", [x, big.add_param("fc.weight", _f32(768, 768))], name="fc")
     layer = big.layers[0]
-    for conv_seconds, chosen in ((0.5e-3, True), (1.01e-3 * tuning.MARGIN, False)):
+    monkeypatch.setattr(tuner, "blas", None)  # the choice between oneDNN's two kernels (MKL: test_mkl_linear.py)
+    for conv_seconds, chosen in ((0.5e-3, linear.LINEAR_1X1), (1.01e-3 * tuning.MARGIN, linear.DIRECT)):
         monkeypatch.setattr(tuner, "timings", lambda shape, algorithms, kind, s=conv_seconds: {0: 1e-3, 4: s})
-        assert linear.choose(layer, tuner) is chosen
+        assert linear.choose(layer, [], tuner) == chosen
     monkeypatch.setitem(sol.config, "autotuning", False)  # untimed: the inner product stays
-    assert linear.choose(layer, tuner) is False
+    assert linear.choose(layer, [], tuner) == linear.DIRECT

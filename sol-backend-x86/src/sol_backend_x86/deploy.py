@@ -68,7 +68,7 @@ class X86DeployTarget(GccDeployTarget):
             raise SolBuildError("option x86::onednn='ship' needs oneDNN with its headers (libdnnl.so and dnnl.hpp; "
                                 "e.g. `pip install onednn onednn-devel`, or set x86::onednn_library), or use "
                                 "x86::onednn='avoid'")
-        return X86Flavour(dnn=True, cc=shlex.join(self.compiler()), cflags="", vector_math=False)
+        return X86Flavour(dnn=True, cc=shlex.join(self.compiler()), cflags="", vector_math=False, blas=False)
 
     def libraries(self, flavour: Any, options: Mapping[str, str]) -> DeployLibraries:
         if getattr(flavour, "dnn", None) is None:

@@ -63,7 +63,7 @@ class OneDnnModule(DnnModule):
 
     def key(self) -> str:
         # which kernel runs each call is part of the generated code, so what decides it is part of the cache key
-        key = (f"onednn {self.version}|{winograd.settings()}|{grouped.settings()}|{linear.settings()}"
+        key = (f"onednn {self.version}|{winograd.settings()}|{grouped.settings()}|{linear.settings(self.tuner)}"
                f"|{input_scale.settings()}|{rnn.settings()}"
                f"|attention {attention.MIN_MULTIPLY_ADDS}|autotuning {int(sol.config['autotuning'])}|gemv dfp")
         if self.precision == "fp32":
@@ -277,9 +277,10 @@ class OneDnnModule(DnnModule):
             # an inner product over the flattened rows: oneDNN runs it with brgemm kernels, faster than its
             # matmul's gemm for packed weights
             rows = cexpr.mul(*(cexpr.size(s) for s in x.shape[:-1]))
-            if linear.choose(anchor, self.tuner):
-                lines.append("d->algorithm = SOL_DNNL_LINEAR_1X1;  // timed faster than the inner product: "
-                             "see linear.py")
+            algorithm = linear.choose(anchor, call.post_ops, self.tuner, self.reduced)
+            if algorithm != linear.DIRECT:
+                lines.append(f"d->algorithm = {linear.GLUE_NAMES[algorithm]};  // timed faster than the inner "
+                             "product: see linear.py")
             lines += _tensor("d->src", (rows, x.shape[-1]), (0, 1))
             lines += _tensor("d->weights", (w.shape[0], x.shape[-1]), (0, 1))
             lines += _tensor("d->dst", (rows, out.shape[-1]), (0, 1))

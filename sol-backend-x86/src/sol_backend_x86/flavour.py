@@ -25,7 +25,7 @@ from pathlib import Path
 import sol
 from sol.codegen import CpuFlavour
 
-from . import glue
+from . import glue, mkl
 from . import precision as precisions
 from .dnnl_module import OneDnnModule
 from .onednn import DNN_KEY, LIBRARY_KEY, default_search_dirs, find_library, library_version
@@ -98,14 +98,17 @@ class X86Flavour(CpuFlavour):
     """
 
     def __init__(self, dnn: bool | None = None, cc: str | None = None, cflags: str | None = None,
-                 vector_math: bool | None = None) -> None:
+                 vector_math: bool | None = None, blas: bool = True) -> None:
         super().__init__("x86", cc, cflags)
         self.vector_math = has_libmvec() if vector_math is None else vector_math
         wanted = bool(sol.config.get(DNN_KEY.name, True)) if dnn is None else dnn
         self._onednn = onednn_paths() if wanted else None
+        #: MKL's libmkl_rt, linked into the models for Linear layers it runs faster (mkl.py); deployed libraries
+        #: (``blas=False``) do without it
+        self.blas = mkl.library() if blas and self._onednn is not None else None
         if self._onednn is not None:
             lib, include = self._onednn
-            tuner = Tuner(self.cc, include, lib, self.glue_toolchain)
+            tuner = Tuner(self.cc, include, lib, self.glue_toolchain, self.blas)
             self.dnn = OneDnnModule(library_version(lib.resolve()), tuner)
             _build_glue_in_background(self.cc, include, self.glue_toolchain())
 
@@ -136,7 +139,7 @@ class X86Flavour(CpuFlavour):
         obj = glue.glue_object(self.cc, include, self.glue_toolchain())
         lib_dir = lib.resolve().parent
         return [*command, f"-I{glue.HERE}", f"-I{include}", str(obj), f"-L{lib_dir}", f"-l:{lib.name}",
-                f"-Wl,-rpath,{lib_dir}"]
+                f"-Wl,-rpath,{lib_dir}", *mkl.link_flags(self.blas)]
 
     def glue_toolchain(self) -> str:
         """What the glue object depends on besides its sources: the compiler and oneDNN's version, not the

@@ -1,4 +1,4 @@
-"""Which Linear layers run as a oneDNN 1x1 convolution instead of oneDNN's inner product.
+"""Which kernel runs a Linear layer: oneDNN's inner product, oneDNN's 1x1 convolution, or MKL's packed GEMM.
 
 Both compute the same rows x weights^T with the same packed-weights idea, but
 their AVX2 kernels differ per shape. Timed on this project's 2-core AVX2
@@ -9,22 +9,33 @@ convolution. So the choice is timed per shape at compile time (autotuning;
 cached per shape and machine), and without autotuning the inner product
 stays. The glue rewrites the call's descriptor (SOL_DNNL_LINEAR_1X1 in
 sol_dnnl.h); no operand moves. ``x86::linear_1x1`` turns it off.
+
+Where Intel MKL is installed (mkl.py), its packed GEMM is a third candidate (SOL_DNNL_LINEAR_BLAS,
+glue/sol_blas.h): on this project's AVX-512 machine it ran BERT-base's layers (128 rows, 768 <-> 3072) at
+332-350 GFLOP/s on two cores against 279-295 for the inner product and 288-314 for the convolution (one
+interleaved timing). Its bias and post-ops (`blas_computes`) follow row by row in the glue.
 """
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
 
 import sol
 from sol.ir import Layer
 from sol.records import ConfigKey
 
+from .cpuinfo import read_cpuinfo
 from .tuning import DIRECT, Tuner, worth_timing
 
 LINEAR_1X1_KEY = ConfigKey("x86::linear_1x1", bool, True,
                            "Run a Linear layer as oneDNN's 1x1 convolution where that is faster than its inner "
                            "product (timed per shape when autotuning is on; ViT-B/16's layers 1.1-1.5x).")
 
-#: SOL_DNNL_LINEAR_1X1 in sol_dnnl.h (DIRECT: the inner product; the convolution must beat it by tuning.MARGIN)
-LINEAR_1X1 = 4
+#: SOL_DNNL_LINEAR_1X1 and SOL_DNNL_LINEAR_BLAS in sol_dnnl.h (DIRECT: the inner product; an alternative must
+#: beat it by tuning.MARGIN)
+LINEAR_1X1, LINEAR_BLAS = 4, 5
+GLUE_NAMES = {LINEAR_1X1: "SOL_DNNL_LINEAR_1X1", LINEAR_BLAS: "SOL_DNNL_LINEAR_BLAS"}
 
 
 def shape_of(layer: Layer) -> tuple[int, int, int] | None:
@@ -42,18 +53,40 @@ def shape_of(layer: Layer) -> tuple[int, int, int] | None:
     return rows, int(sizes[0]), int(sizes[1])
 
 
-def choose(layer: Layer, tuner: Tuner | None) -> bool:
-    """Whether the Linear ``layer`` runs as a 1x1 convolution: only where timed faster on this machine."""
-    if layer.op != "linear" or layer.attrs.get("trained_params") or not sol.config.get(LINEAR_1X1_KEY.name, True):
-        return False
-    if tuner is None or not sol.config["autotuning"]:
-        return False
+#: eltwise post-ops the MKL Linear's epilogue computes (sol_blas.cpp); binary post-ops all work
+_BLAS_ACTIVATIONS = frozenset({"relu", "leaky_relu", "clamp", "gelu"})
+
+
+@functools.cache
+def has_avx512() -> bool:
+    """Whether this CPU has AVX-512F: the MKL Linear's epilogue then computes GELU in registers (elsewhere it calls
+    erf/tanh one value at a time, a cost the timing, which has no post-ops, would not see)."""
+    return "avx512f" in read_cpuinfo().features("flags")
+
+
+def blas_computes(post_ops: Sequence[Layer]) -> bool:
+    """Whether the MKL Linear's epilogue computes these fused post-ops (otherwise the call stays with oneDNN)."""
+    return all((p.op in _BLAS_ACTIVATIONS and (p.op != "gelu" or has_avx512())) or len(p.inputs) == 2
+               for p in post_ops)
+
+
+def choose(layer: Layer, post_ops: Sequence[Layer], tuner: Tuner | None, reduced: bool = False) -> int:
+    """How the Linear ``layer`` with its fused ``post_ops`` runs: DIRECT (oneDNN's inner product), LINEAR_1X1 or
+    LINEAR_BLAS, the last two only where timed faster on this machine. Trained weights stay with the inner
+    product, and MKL's fp32 GEMM is no candidate for a call that computes in bf16 (``reduced``)."""
+    if layer.op != "linear" or layer.attrs.get("trained_params") or tuner is None or not sol.config["autotuning"]:
+        return DIRECT
+    allowed = [LINEAR_1X1] if sol.config.get(LINEAR_1X1_KEY.name, True) else []
+    if tuner.blas is not None and not reduced and blas_computes(post_ops):
+        allowed.append(LINEAR_BLAS)
     shape = shape_of(layer)
-    if shape is None or not worth_timing(shape[0] * shape[1] * shape[2]):
-        return False
-    return tuner.fastest(shape, (DIRECT, LINEAR_1X1), kind="linear") == LINEAR_1X1
+    if not allowed or shape is None or not worth_timing(shape[0] * shape[1] * shape[2]):
+        return DIRECT
+    candidates = (DIRECT, LINEAR_1X1, LINEAR_BLAS) if tuner.blas is not None else (DIRECT, LINEAR_1X1)
+    return tuner.fastest(shape, candidates, allowed, kind="linear")
 
 
-def settings() -> str:
+def settings(tuner: Tuner | None) -> str:
     """What decides the choices of ``choose`` besides the layer (for cache keys of generated code)."""
-    return f"linear_1x1 {int(sol.config.get(LINEAR_1X1_KEY.name, True))}"
+    return (f"linear_1x1 {int(sol.config.get(LINEAR_1X1_KEY.name, True))}"
+            f"|mkl {tuner.blas if tuner is not None else None}")

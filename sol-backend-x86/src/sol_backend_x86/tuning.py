@@ -23,7 +23,7 @@ from pathlib import Path
 from sol import cache, log
 from sol.ir import Layer
 
-from . import glue
+from . import glue, mkl
 
 _log = log.get("x86")
 
@@ -44,7 +44,7 @@ _CONV_NAMES = {DIRECT: "oneDNN", 1: "Winograd F(4x4,3x3)", 2: "Winograd F(2x2,3x
 NAMES = {
     "conv": {**_CONV_NAMES, **{tiles | schedule: f"{_CONV_NAMES[tiles]} {how}" for tiles in (1, 2)
                                for schedule, how in WINOGRAD_SCHEDULES.items()}},
-    "linear": {DIRECT: "oneDNN inner product", 4: "oneDNN 1x1 convolution"},
+    "linear": {DIRECT: "oneDNN inner product", 4: "oneDNN 1x1 convolution", 5: "MKL packed GEMM"},
 }
 #: eltwise post-ops the epilogue of SOL's kernels computes (post_ops_for in sol_dnnl.cpp); binary ops all work
 _ACTIVATIONS = frozenset({"relu", "leaky_relu", "clamp"})
@@ -63,9 +63,12 @@ def post_ops_supported(post_ops: list[Layer]) -> bool:
 class Tuner:
     """Times oneDNN against SOL's kernels on one shape at a time (see the module docstring)."""
 
-    def __init__(self, cc: str, include_dir: Path, library: Path, toolchain: Callable[[], str]) -> None:
+    def __init__(self, cc: str, include_dir: Path, library: Path, toolchain: Callable[[], str],
+                 blas: Path | None = None) -> None:
         # toolchain: the flavour's glue_toolchain, so the tuner links the same glue object as the models
         self.cc, self.include_dir, self.library, self.toolchain = cc, include_dir, library, toolchain
+        #: MKL's libmkl_rt where the models link it (mkl.py): LINEAR_BLAS is then a candidate of linear.choose
+        self.blas = blas
 
     def fastest(self, shape: tuple[int, ...], algorithms: tuple[int, ...], allowed: Iterable[int] | None = None,
                 kind: str = "conv") -> int:
@@ -109,12 +112,13 @@ class Tuner:
     @functools.cache  # noqa: B019 - one tuner per flavour, living as long as the process
     def _functions(self) -> ctypes.CDLL:
         obj = glue.glue_object(self.cc, self.include_dir, self.toolchain())
-        key = hashlib.sha256(f"glue tuning library|{obj}|{self.library}".encode()).hexdigest()
+        key = hashlib.sha256(f"glue tuning library|{obj}|{self.library}|{mkl.link_flags(self.blas)}".encode()).hexdigest()
 
         def build(directory: Path) -> dict[str, str]:
             lib_dir = self.library.resolve().parent
             glue.run_all([[*shlex.split(self.cc), "-shared", "-fopenmp", str(obj), "-o", str(directory / "tuning.so"),
-                           f"-L{lib_dir}", f"-l:{self.library.name}", f"-Wl,-rpath,{lib_dir}"]])
+                           f"-L{lib_dir}", f"-l:{self.library.name}", f"-Wl,-rpath,{lib_dir}",
+                           *mkl.link_flags(self.blas)]])
             return {"what": "oneDNN glue for autotuning"}
 
         lib = ctypes.CDLL(str(cache.get_or_build(key, build).file("tuning.so")))

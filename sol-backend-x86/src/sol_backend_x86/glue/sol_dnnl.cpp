@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sol_blas.h"
 #include "sol_grouped.h"
 #include "sol_kernels.h"
 #include "sol_winograd.h"
@@ -456,9 +457,10 @@ void rebind(Call::Bound& b, const void* src, const void* weights, const void* bi
   }
 }
 
-// SOL's kernel for a forward convolution descriptor, or null when it asks for oneDNN or the kernel cannot run it
-// (see sol_dnnl.h).
+// SOL's kernel for a forward convolution descriptor, or MKL's for an inner product (sol_blas.h), or null when it
+// asks for oneDNN or the kernel cannot run it (see sol_dnnl.h).
 std::unique_ptr<sol_kernels::Kernel> own_kernel_for(const sol_dnnl_desc& d) {
+  if (d.op == SOL_DNNL_INNER_PRODUCT) return sol_blas::linear_for(d);
   const sol_dnnl_tensor &src = d.src, &dst = d.dst, &w = d.weights;
   const int32_t channels_last[] = {0, 2, 3, 1};
   const bool nhwc = src.ndims == 4 && dst.ndims == 4 && std::equal(src.order, src.order + 4, channels_last) &&
@@ -702,10 +704,8 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
                      const void* const* post_src, void* dst) {
   auto* call = static_cast<Call*>(handle);
   if (call->own) {  // the batch's shapes from its descriptor (filled once per batch size)
-    const sol_dnnl_tensor& x = call->at(batch).second.src;
-    call->own->run(x.dims[0], x.dims[2], x.dims[3], static_cast<const float*>(src),
-                        static_cast<const float*>(weights), static_cast<const float*>(bias), post_src,
-                        static_cast<float*>(dst));
+    call->own->execute(call->at(batch).second, static_cast<const float*>(src), static_cast<const float*>(weights),
+                       static_cast<const float*>(bias), post_src, static_cast<float*>(dst));
     return 0;
   }
   try {
@@ -787,7 +787,7 @@ void time_algorithms(sol_dnnl_fill fill, const int32_t* algorithms, int32_t coun
   std::vector<std::vector<char>> packed(count);
   std::vector<std::vector<double>> times(count);
   auto sol_kernel = [](int32_t algorithm) {
-    return algorithm != SOL_DNNL_DIRECT && algorithm != SOL_DNNL_LINEAR_1X1;
+    return algorithm != SOL_DNNL_DIRECT && algorithm != SOL_DNNL_LINEAR_1X1;  // LINEAR_BLAS: an own kernel
   };
   for (int32_t a = 0; a < count; ++a) {
     seconds[a] = -1.0;

@@ -68,8 +68,10 @@ enum { SOL_DNNL_DIRECT = 0, SOL_DNNL_WINOGRAD = 1, SOL_DNNL_WINOGRAD_2X2 = 2, SO
 enum { SOL_DNNL_WINOGRAD_BLOCKS = 0x100, SOL_DNNL_WINOGRAD_PHASES = 0x200, SOL_DNNL_SCHEDULE_MASK = 0xF00 };
 /* How an INNER_PRODUCT runs: oneDNN's inner product (DIRECT), or LINEAR_1X1: the same rows as a 1x1 convolution
  * over an M x 1 channels-last image, whose brgconv_1x1 kernels run 1.3-1.45x faster than the inner product's at
- * ViT's 197 rows (the glue rewrites the descriptor; operands keep their memory layout). */
-enum { SOL_DNNL_LINEAR_1X1 = 4 };
+ * ViT's 197 rows (the glue rewrites the descriptor; operands keep their memory layout), or LINEAR_BLAS: MKL's
+ * packed GEMM (sol_blas.h) followed by one oneDNN binary primitive in place for the bias and the post-ops (fp32,
+ * plain 2-d operands, static weights; otherwise, or in a library built without MKL, the inner product). */
+enum { SOL_DNNL_LINEAR_1X1 = 4, SOL_DNNL_LINEAR_BLAS = 5 };
 
 typedef struct sol_dnnl_desc {
   int32_t op;              /* SOL_DNNL_CONV / DECONV / MATMUL / INNER_PRODUCT */

@@ -24,7 +24,7 @@
 
 namespace sol_grouped {
 
-struct Conv : sol_kernels::Kernel {
+struct Conv : sol_kernels::ConvKernel {
   int64_t C = 0, K = 0, groups = 1;        // input and output channels (all groups)
   int64_t KH = 0, KW = 0, SH = 1, SW = 1;  // kernel and stride
   int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;

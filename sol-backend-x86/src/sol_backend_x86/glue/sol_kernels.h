@@ -29,17 +29,30 @@ bool avx2_supported();
 /* Whether it also has AVX-512F: the Winograd GEMM then runs on 16-float registers (twice the FMA width). */
 bool avx512_supported();
 
-/* A forward convolution with static weights run by SOL's own code instead of a oneDNN primitive. */
+/* A forward call with static weights run by code other than a oneDNN primitive: SOL's own convolutions, or a
+ * Linear through MKL's packed GEMM (sol_blas.h). */
 struct Kernel {
   virtual ~Kernel() = default;
   /* what sol_dnnl_impl reports, e.g. "grouped_direct:sol:avx2" */
   virtual const char* name() const = 0;
   virtual int64_t packed_floats() const = 0;
-  /* the framework's weights ([K][C/groups][kh][kw]) -> the kernel's packed format */
+  /* the framework's weights (oneDNN's logical order, e.g. [K][C/groups][kh][kw]) -> the kernel's packed format */
   virtual void pack(const float* weights, float* packed) const = 0;
-  /* x: [N][H][W][C] -> y: [N][Ho][Wo][K] (channels-last); post_src: src1 of each BINARY post-op */
+  /* One call at the batch size `d` describes (the fill function's descriptor for it); post_src: src1 of each
+   * BINARY post-op. */
+  virtual void execute(const sol_dnnl_desc& d, const float* x, const float* packed, const float* bias,
+                       const void* const* post_src, float* y) const = 0;
+};
+
+/* SOL's own forward convolutions: what they need of a call's descriptor is the NHWC input's N, H and W. */
+struct ConvKernel : Kernel {
+  /* x: [N][H][W][C] -> y: [N][Ho][Wo][K] (channels-last) */
   virtual void run(int64_t N, int64_t H, int64_t W, const float* x, const float* packed, const float* bias,
                    const void* const* post_src, float* y) const = 0;
+  void execute(const sol_dnnl_desc& d, const float* x, const float* packed, const float* bias,
+               const void* const* post_src, float* y) const final {
+    run(d.src.dims[0], d.src.dims[2], d.src.dims[3], x, packed, bias, post_src, y);
+  }
 };
 
 }  // namespace sol_kernels

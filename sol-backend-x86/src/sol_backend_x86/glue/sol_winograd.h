@@ -38,7 +38,7 @@
 
 namespace sol_winograd {
 
-struct Conv : sol_kernels::Kernel {
+struct Conv : sol_kernels::ConvKernel {
   enum Schedule { BY_WEIGHT_SIZE, BLOCKS, PHASES };
   int tile = 4;                          // output tile side: F(4x4, 3x3) or F(2x2, 3x3)
   Schedule schedule = BY_WEIGHT_SIZE;
