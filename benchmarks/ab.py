@@ -123,7 +123,11 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=5, help="timed calls per model per round (their median)")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--json", default=None, help="write every measurement to this file")
+    parser.add_argument("--precision", default=None,
+                        help="compiler::precision of both builds (fp32, bf16, auto; default: as configured)")
     args = parser.parse_args()
+    if args.precision is not None:
+        sol.config["compiler::precision"] = args.precision
 
     if args.key not in sol.config or not isinstance(sol.config[args.key], bool):
         parser.error(f"--key {args.key!r} is not a boolean sol.config key")

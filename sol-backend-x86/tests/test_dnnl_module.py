@@ -221,14 +221,14 @@ def test_linear_and_batched_matmul_with_post_ops() -> None:
 
 @pytest.mark.parametrize("scale,heads", [(None, 4), (0.2, 1)])
 def test_big_unmasked_attention_runs_as_two_matmuls(scale: float | None, heads: int) -> None:
-    """q @ k^T (k read transposed in place) and p @ v are oneDNN calls; the softmax and the scale on q are DFP."""
+    """q @ k^T (k read transposed in place, the scale its post-op) and p @ v are oneDNN calls; the softmax is DFP."""
     g = Graph("attention")
     shape = [Dim(BATCH, Purpose.N), Dim(heads, Purpose.C), Dim(160, Purpose.S), Dim(48, Purpose.C)]
     q, k, v = (g.add_input(n, shape) for n in "qkv")
     (y,) = g.add_layer("attention", [q, k, v], {"scale": scale, "is_causal": False}, name="attn")
     g.outputs = [y]
     compiled = _compile(g)
-    assert _library_titles(compiled) == ["DNN attn.scores (matmul)", "DNN attn (matmul)"]
+    assert _library_titles(compiled) == ["DNN attn.scores (matmul) -> attn.scaled (mul)", "DNN attn (matmul)"]
     _check(g, compiled, batches=(1, 2))
 
 
@@ -273,7 +273,7 @@ def test_big_masked_or_causal_attention_runs_as_two_matmuls(mask: str | None, ca
     (y,) = g.add_layer("attention", inputs, {"scale": None, "is_causal": causal}, name="attn")
     g.outputs = [y]
     compiled = _compile(g)
-    assert _library_titles(compiled) == ["DNN attn.scores (matmul)", "DNN attn (matmul)"]
+    assert _library_titles(compiled) == ["DNN attn.scores (matmul) -> attn.scaled (mul)", "DNN attn (matmul)"]
     _check(g, compiled, batches=(1, 2))
 
 

@@ -73,3 +73,49 @@ def test_linear_runs_as_convolution_only_where_timed_faster(monkeypatch: pytest.
         assert linear.choose(layer, [], tuner) == chosen
     monkeypatch.setitem(sol.config, "autotuning", False)  # untimed: the inner product stays
     assert linear.choose(layer, [], tuner) == linear.DIRECT
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_linear_as_matmul_matches_reference(monkeypatch: pytest.MonkeyPatch, precision: str) -> None:
+    """SOL_DNNL_LINEAR_MATMUL: oneDNN's matmul of the rows by the transposed weights, bias and post-ops as they are."""
+    from sol_backend_x86 import precision as x86_precision
+
+    if precision == "bf16" and not x86_precision.native_bf16():
+        pytest.skip("no native bf16 on this CPU")
+    monkeypatch.setattr(linear, "choose", lambda layer, post_ops, tuner, reduced=False: linear.LINEAR_MATMUL)
+    g = _encoder_block()
+    g.name = "linear_matmul"  # another artifact than the 1x1 test's (the forced choice is no part of the cache key)
+    compiled = compile_graph(g, "x86", passes=False, precision=precision)
+    assert compiled.source_path.read_text().count("d->algorithm = SOL_DNNL_LINEAR_MATMUL") == 2
+    params = {name: t.data for name, t in g.params.items()}
+    bound = 2e-2 if precision == "bf16" else 1e-5
+    for batch in (1, 3):
+        inputs = [_f32(batch, 7, 24)]
+        got, want = compiled.run_numpy(inputs, params)[0], run_reference(g, inputs, params)[0]
+        assert np.abs(got - want).max() <= bound * np.abs(want).max(), f"batch {batch}"
+
+
+def test_bf16_linears_are_timed_in_bf16_with_the_matmul(monkeypatch: pytest.MonkeyPatch) -> None:
+    tuner = X86Flavour().dnn.tuner  # type: ignore[union-attr]
+    assert tuner is not None
+    asked: list[tuple[tuple[int, ...], str]] = []
+
+    def timings(shape: tuple[int, ...], algorithms: tuple[int, ...], kind: str) -> dict[int, float]:
+        asked.append((algorithms, kind))
+        return {0: 1e-3, linear.LINEAR_1X1: 0.9e-3, linear.LINEAR_MATMUL: 0.5e-3}
+
+    big = Graph("linear_big_bf16")
+    x = big.add_input("x", [Dim(BATCH, Purpose.N), Dim(197, Purpose.S), Dim(768, Purpose.C)])
+    big.add_layer("linear", [x, big.add_param("fc.weight", _f32(768, 768))], name="fc")
+    layer = big.layers[0]
+    monkeypatch.setitem(sol.config, "autotuning", True)
+    monkeypatch.setattr(tuner, "timings", timings)
+    assert linear.choose(layer, [], tuner, reduced=True) == linear.LINEAR_MATMUL
+    assert asked == [((0, linear.LINEAR_1X1, linear.LINEAR_MATMUL), "linear bf16")]
+    monkeypatch.setitem(sol.config, linear.LINEAR_MATMUL_KEY.name, False)
+    assert linear.choose(layer, [], tuner, reduced=True) == linear.LINEAR_1X1
+    # fp32 keeps its candidates and timings: the matmul is none of them
+    monkeypatch.setattr(tuner, "blas", None)
+    asked.clear()
+    assert linear.choose(layer, [], tuner) == linear.LINEAR_1X1
+    assert asked == [((0, linear.LINEAR_1X1), "linear")]

@@ -40,13 +40,15 @@ def _graph(mask: str | None, causal: bool, scale: float | None) -> tuple[Graph, 
 
 @pytest.mark.parametrize("mask,causal,scale", [(None, False, None), ("float", False, 0.3), ("bool", False, None),
                                                (None, True, None), ("bool", True, 0.5)])
-def test_decomposed_attention_computes_the_op(mask: str | None, causal: bool, scale: float | None) -> None:
+@pytest.mark.parametrize("scale_scores", [False, True])
+def test_decomposed_attention_computes_the_op(mask: str | None, causal: bool, scale: float | None,
+                                              scale_scores: bool) -> None:
     g, arrays = _graph(mask, causal, scale)
     want = run_reference(g, arrays)[0]
     (layer,) = g.layers
-    g.layers = attention_as_matmuls(layer, g)
+    g.layers = attention_as_matmuls(layer, g, scale_scores=scale_scores)
     ops = [lay.op for lay in g.layers]
-    assert ops[:2] == ["mul", "matmul"] and ops[-2:] == ["softmax", "matmul"]
+    assert ops[:2] == (["matmul", "mul"] if scale_scores else ["mul", "matmul"]) and ops[-2:] == ["softmax", "matmul"]
     assert ops.count("where") == (mask == "bool") + causal and ops.count("add") == (mask == "float")
     got = run_reference(g, arrays)[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -540,5 +540,32 @@ def test_linear_between_flattening_reshapes_takes_the_leading_dims() -> None:
 
 def test_linear_reshaped_to_other_dims_keeps_its_reshapes() -> None:
     g = flattened_linear((3, 2, 4))
+    before = copy.deepcopy(g)
+    linear_over_leading_dims(g)
+    # the result's reshape only splits the rows: the input is split the same way, and the linear writes [3, 2, 4]
+    assert ops(g) == ["reshape", "reshape", "linear", "add"]
+    assert g.layers[2].outputs[0].shape == (3, 2, 4) and g.layers[1].outputs[0].shape == (3, 2, 6)
+    assert_same(before, g, [rand(2, 3, 6)])
+
+
+def test_linear_reshaped_across_its_columns_keeps_its_reshapes() -> None:
+    g = flattened_linear((3, 8))  # the columns of two rows merged: no linear writes that
     linear_over_leading_dims(g)
     assert ops(g) == ["reshape", "linear", "reshape", "add"]
+
+
+def test_linear_of_a_permuted_input_writes_the_split_rows() -> None:
+    """Multi-head attention: permute -> reshape [rows, E] -> linear -> reshape [L, batch, E] -> add."""
+    g = Graph("out_projection")
+    x = g.add_input("x", [Dim(2, Purpose.N), Dim(3), Dim(2)])  # [heads, L, E / heads]
+    (heads,) = g.add_layer("permute", [x], {"perm": (1, 0, 2)})
+    (flat,) = g.add_layer("reshape", [heads], {"shape": (3, 4)})
+    (y,) = g.add_layer("linear", [flat, g.add_param("w", rand(5, 4)), g.add_param("b", rand(5))])
+    (z,) = g.add_layer("reshape", [y], {"shape": (3, 1, 5)})
+    (out,) = g.add_layer("add", [z, g.add_param("residual", rand(3, 1, 5))])
+    g.outputs = [out]
+    before = copy.deepcopy(g)
+    linear_over_leading_dims(g)
+    assert ops(g) == ["permute", "reshape", "reshape", "linear", "add"]
+    assert g.layers[3].outputs[0] is g.layers[4].inputs[0] and g.layers[3].outputs[0].shape == (3, 1, 5)
+    assert_same(before, g, [rand(2, 3, 2)])

@@ -21,9 +21,10 @@ import sol
 from sol.codegen import cexpr, storage
 from sol.codegen.dnn import DnnCall, DnnCode, DnnModule
 from sol.codegen.layout import channels_last
+from sol.codegen.views import View
 from sol.ir import Layer, Size, Tensor
 
-from . import attention, grouped, input_scale, linear, rnn, winograd
+from . import attention, grouped, input_scale, linear, rnn, views, winograd
 from .precision import BF16_STORAGE_KEY
 from .tuning import DIRECT, Tuner
 
@@ -65,7 +66,8 @@ class OneDnnModule(DnnModule):
         # which kernel runs each call is part of the generated code, so what decides it is part of the cache key
         key = (f"onednn {self.version}|{winograd.settings()}|{grouped.settings()}|{linear.settings(self.tuner)}"
                f"|{input_scale.settings()}|{rnn.settings()}"
-               f"|attention {attention.MIN_MULTIPLY_ADDS}|autotuning {int(sol.config['autotuning'])}|gemv dfp")
+               f"|attention {attention.MIN_MULTIPLY_ADDS} scores scaled|{views.settings()}"
+               f"|autotuning {int(sol.config['autotuning'])}|gemv dfp")
         if self.precision == "fp32":
             return key
         return f"{key}|{self.precision} stored {storage.VERSION if self.store_reduced else 0}"
@@ -112,6 +114,20 @@ class OneDnnModule(DnnModule):
 
     def lowers(self, layer: Layer) -> bool:
         return attention.lowers(layer)
+
+    def scales_scores(self, layer: Layer) -> bool:
+        # the scale is a post-op of the q @ k^T call, so q reaches it unchanged, read where it lies (views.py)
+        return True
+
+    def reads_view(self, layer: Layer, index: int, view: View) -> bool:
+        if layer.op != "matmul" or _backward(layer) or index not in (0, 1) or not views.enabled():
+            return False
+        transposed = index == 1 and bool(layer.attrs.get("transpose_b"))
+        return views.reads(view, layer.outputs[0].rank, transposed)
+
+    def writes_view(self, layer: Layer, view: View) -> bool:
+        return (layer.op == "matmul" and not _backward(layer) and views.enabled()
+                and views.writes(view, layer.outputs[0].rank))
 
     def static_inputs(self, layer: Layer) -> Sequence[int]:
         if layer.op == "rnn":
@@ -218,11 +234,12 @@ class OneDnnModule(DnnModule):
         if call.scale is not None:  # after the binary operands (sol_dnnl.h, src_scale)
             binaries.append(forward.ptr(call.scale))
         post = f"const void* post[] = {{{', '.join(binaries)}}};" if binaries else "const void* const* post = nullptr;"
-        weights_arg = f"derived + {sym}_packed" if static else forward.ptr(weights)
+        weights_arg = f"derived + {sym}_packed" if static else _operand_ptr(call, 1, forward)
         bias_arg = forward.ptr(bias) if bias is not None else "nullptr"
+        x_arg = _operand_ptr(call, 0, forward) if call.input_scale is None else forward.ptr(x)
         code.forward += [
             f"{{ {post}  // {sym_title(call)}",
-            f"  if (sol_dnnl_execute({sym}, N, {forward.ptr(x)}, {weights_arg}, {bias_arg}, post, "
+            f"  if (sol_dnnl_execute({sym}, N, {x_arg}, {weights_arg}, {bias_arg}, post, "
             f"{forward.ptr(call.output)}) != 0) return SOL_STATUS_LIBRARY; }}",
         ]
         return code
@@ -287,15 +304,19 @@ class OneDnnModule(DnnModule):
             if has_bias:
                 lines += _tensor("d->bias", (w.shape[0],), (0,))
         else:
-            rank = out.rank
+            rank = anchor.outputs[0].rank
             a, b = (_padded(t.shape, rank) for t in anchor.inputs)
-            b_order = tuple(range(rank))
-            if anchor.attrs.get("transpose_b"):  # b's last two dims swapped: described with swapped strides
+            transposed = bool(anchor.attrs.get("transpose_b"))
+            if transposed:  # b's last two dims swapped: described with swapped strides
                 b = (*b[:-2], b[-1], b[-2])
-                b_order = (*b_order[:-2], rank - 1, rank - 2)
-            lines += _tensor("d->src", a, tuple(range(rank)))
+            # operands read (the result written) through a view lie in its base's memory (views.py)
+            a_order, b_order = (_operand_order(call, i, rank, transposed and i == 1) for i in (0, 1))
+            out_order = tuple(range(rank))
+            if call.result_view is not None:
+                out_order = views.operand_order(call.result_view, rank) or out_order
+            lines += _tensor("d->src", a, a_order)
             lines += _tensor("d->weights", b, b_order)
-            lines += _tensor("d->dst", out.shape, tuple(range(rank)))
+            lines += _tensor("d->dst", anchor.outputs[0].shape, out_order)
         count = 0
         for layer, value in _post_values(call):
             p = f"d->post[{count}]"
@@ -404,12 +425,30 @@ def _stored_types(call: DnnCall, kc: KernelContext) -> list[str]:
     anchor = call.anchor
     operands = [("d->src", call.source), ("d->dst", call.output)]
     if anchor.op == "matmul":
-        operands.append(("d->weights", anchor.inputs[1]))
+        operands.append(("d->weights", call.operand(1)))
     for count, (layer, value) in enumerate(_post_values(call)):  # d->post[count], as _describe numbers them
         if layer.op in BINARY:
             operands.append((f"d->post[{count}].src1", _other(layer, value)))
     return [f"{target}.type = SOL_DNNL_BF16;  // {t.name} is stored as bf16" for target, t in operands
             if kc.stored(t) == "bfloat16"]
+
+
+def _operand_order(call: DnnCall, index: int, rank: int, transposed: bool) -> tuple[int, ...]:
+    """The memory order of a matmul operand as oneDNN is given it (rank dims, transposed: its last two swapped)."""
+    view = call.views.get(index)
+    order = views.operand_order(view, rank, transposed) if view is not None else None
+    if order is not None:
+        return order
+    plain = tuple(range(rank))
+    return views.swapped_order(plain) if transposed else plain
+
+
+def _operand_ptr(call: DnnCall, index: int, kc: KernelContext) -> str:
+    """The pointer the call reads the anchor's input ``index`` at: the tensor's, or where its view starts."""
+    view = call.views.get(index)
+    if view is None:
+        return kc.ptr(call.anchor.inputs[index])
+    return f"({kc.ptr(view.base)} + {view.offset})" if view.offset else kc.ptr(view.base)
 
 
 def sym_title(call: DnnCall) -> str:

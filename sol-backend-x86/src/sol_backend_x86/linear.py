@@ -32,10 +32,15 @@ LINEAR_1X1_KEY = ConfigKey("x86::linear_1x1", bool, True,
                            "Run a Linear layer as oneDNN's 1x1 convolution where that is faster than its inner "
                            "product (timed per shape when autotuning is on; ViT-B/16's layers 1.1-1.5x).")
 
-#: SOL_DNNL_LINEAR_1X1 and SOL_DNNL_LINEAR_BLAS in sol_dnnl.h (DIRECT: the inner product; an alternative must
-#: beat it by tuning.MARGIN)
-LINEAR_1X1, LINEAR_BLAS = 4, 5
-GLUE_NAMES = {LINEAR_1X1: "SOL_DNNL_LINEAR_1X1", LINEAR_BLAS: "SOL_DNNL_LINEAR_BLAS"}
+LINEAR_MATMUL_KEY = ConfigKey("x86::linear_matmul", bool, True,
+                              "In bf16, time oneDNN's matmul as a third kernel for Linear layers (its AMX blocking "
+                              "differs from the inner product's) and run it where faster.")
+
+#: SOL_DNNL_LINEAR_1X1, SOL_DNNL_LINEAR_BLAS and SOL_DNNL_LINEAR_MATMUL in sol_dnnl.h (DIRECT: the inner product; an
+#: alternative must beat it by tuning.MARGIN)
+LINEAR_1X1, LINEAR_BLAS, LINEAR_MATMUL = 4, 5, 6
+GLUE_NAMES = {LINEAR_1X1: "SOL_DNNL_LINEAR_1X1", LINEAR_BLAS: "SOL_DNNL_LINEAR_BLAS",
+              LINEAR_MATMUL: "SOL_DNNL_LINEAR_MATMUL"}
 
 
 def shape_of(layer: Layer) -> tuple[int, int, int] | None:
@@ -73,15 +78,20 @@ def blas_computes(post_ops: Sequence[Layer]) -> bool:
 def choose(layer: Layer, post_ops: Sequence[Layer], tuner: Tuner | None, reduced: bool = False) -> int:
     """How the Linear ``layer`` with its fused ``post_ops`` runs: DIRECT (oneDNN's inner product), LINEAR_1X1 or
     LINEAR_BLAS, the last two only where timed faster on this machine. Trained weights stay with the inner
-    product, and MKL's fp32 GEMM is no candidate for a call that computes in bf16 (``reduced``)."""
+    product, and MKL's fp32 GEMM is no candidate for a call that computes in bf16 (``reduced``): those are timed in
+    bf16, with oneDNN's matmul (LINEAR_MATMUL) as a third candidate."""
     if layer.op != "linear" or layer.attrs.get("trained_params") or tuner is None or not sol.config["autotuning"]:
         return DIRECT
     allowed = [LINEAR_1X1] if sol.config.get(LINEAR_1X1_KEY.name, True) else []
     if tuner.blas is not None and not reduced and blas_computes(post_ops):
         allowed.append(LINEAR_BLAS)
+    if reduced and sol.config.get(LINEAR_MATMUL_KEY.name, True):
+        allowed.append(LINEAR_MATMUL)
     shape = shape_of(layer)
     if not allowed or shape is None or not worth_timing(shape[0] * shape[1] * shape[2]):
         return DIRECT
+    if reduced:  # timed as it runs, in bf16 (oneDNN's AMX kernels rank otherwise than its fp32 ones), with its matmul
+        return tuner.fastest(shape, (DIRECT, LINEAR_1X1, LINEAR_MATMUL), allowed, kind="linear bf16")
     candidates = (DIRECT, LINEAR_1X1, LINEAR_BLAS) if tuner.blas is not None else (DIRECT, LINEAR_1X1)
     return tuner.fastest(shape, candidates, allowed, kind="linear")
 
@@ -89,4 +99,5 @@ def choose(layer: Layer, post_ops: Sequence[Layer], tuner: Tuner | None, reduced
 def settings(tuner: Tuner | None) -> str:
     """What decides the choices of ``choose`` besides the layer (for cache keys of generated code)."""
     return (f"linear_1x1 {int(sol.config.get(LINEAR_1X1_KEY.name, True))}"
+            f"|linear_matmul {int(sol.config.get(LINEAR_MATMUL_KEY.name, True))}"
             f"|mkl {tuner.blas if tuner is not None else None}")

@@ -9,11 +9,12 @@ from .backend import X86Backend
 from .deploy import X86DeployTarget
 from .grouped import GROUPED_KEY
 from .input_scale import FOLD_INPUT_SCALE_KEY
-from .linear import LINEAR_1X1_KEY
+from .linear import LINEAR_1X1_KEY, LINEAR_MATMUL_KEY
 from .mkl import MKL_KEY
 from .onednn import DNN_KEY, LIBRARY_KEY
 from .precision import BF16_STORAGE_KEY
 from .rnn import ONEDNN_RNN_KEY
+from .views import MATMUL_VIEWS_KEY
 from .winograd import WINOGRAD_4X4_KEY, WINOGRAD_KEY, WINOGRAD_SCHEDULE_KEY
 
 
@@ -25,7 +26,7 @@ def sol_backends() -> list[X86Backend]:
 @sol.hookimpl
 def sol_config_keys() -> list[ConfigKey]:
     return [LIBRARY_KEY, DNN_KEY, WINOGRAD_KEY, WINOGRAD_4X4_KEY, WINOGRAD_SCHEDULE_KEY, GROUPED_KEY, LINEAR_1X1_KEY,
-            MKL_KEY, FOLD_INPUT_SCALE_KEY, ONEDNN_RNN_KEY, BF16_STORAGE_KEY]
+            MKL_KEY, FOLD_INPUT_SCALE_KEY, ONEDNN_RNN_KEY, BF16_STORAGE_KEY, LINEAR_MATMUL_KEY, MATMUL_VIEWS_KEY]
 
 
 @sol.hookimpl

@@ -44,8 +44,12 @@ _CONV_NAMES = {DIRECT: "oneDNN", 1: "Winograd F(4x4,3x3)", 2: "Winograd F(2x2,3x
 NAMES = {
     "conv": {**_CONV_NAMES, **{tiles | schedule: f"{_CONV_NAMES[tiles]} {how}" for tiles in (1, 2)
                                for schedule, how in WINOGRAD_SCHEDULES.items()}},
-    "linear": {DIRECT: "oneDNN inner product", 4: "oneDNN 1x1 convolution", 5: "MKL packed GEMM"},
+    "linear": {DIRECT: "oneDNN inner product", 4: "oneDNN 1x1 convolution", 5: "MKL packed GEMM",
+               6: "oneDNN matmul"},
 }
+NAMES["linear bf16"] = NAMES["linear"]
+#: the glue's operand type of each kind of timing (sol_dnnl.h: SOL_DNNL_F32, SOL_DNNL_BF16)
+_PRECISION = {"linear": 0, "linear bf16": 1}
 #: eltwise post-ops the epilogue of SOL's kernels computes (post_ops_for in sol_dnnl.cpp); binary ops all work
 _ACTIVATIONS = frozenset({"relu", "leaky_relu", "clamp"})
 
@@ -84,7 +88,8 @@ class Tuner:
 
     def timings(self, shape: tuple[int, ...], algorithms: tuple[int, ...], kind: str = "conv") -> dict[int, float]:
         """Seconds per algorithm (negative: it cannot run the shape); cached per shape. ``kind`` "conv": a glue
-        convolution shape (sol_dnnl_time_conv); "linear": (rows, in, out) of an inner product (sol_dnnl_time_linear)."""
+        convolution shape (sol_dnnl_time_conv); "linear": (rows, in, out) of an inner product (sol_dnnl_time_linear);
+        "linear bf16": the same computed in bf16, its activations stored as bf16 (a bf16 model's calls)."""
         key = hashlib.sha256(f"{kind} timings|{glue.source_hash()}|{self.cc}|{self.library}|{shape}|{algorithms}"
                              .encode()).hexdigest()
 
@@ -102,8 +107,8 @@ class Tuner:
         """Seconds per algorithm (negative: it cannot run the shape), timed in interleaved rounds."""
         seconds = (ctypes.c_double * len(algorithms))()
         chosen = (ctypes.c_int32 * len(algorithms))(*algorithms)
-        if kind == "linear":
-            self._functions().sol_dnnl_time_linear(chosen, len(algorithms), *shape, RUNS, seconds)
+        if kind in _PRECISION:
+            self._functions().sol_dnnl_time_linear(chosen, len(algorithms), *shape, _PRECISION[kind], RUNS, seconds)
         else:
             self._functions().sol_dnnl_time_conv(chosen, len(algorithms), (ctypes.c_int64 * len(shape))(*shape),
                                                  RUNS, seconds)
@@ -128,5 +133,5 @@ class Tuner:
                                            ctypes.POINTER(ctypes.c_double)]
         lib.sol_dnnl_time_linear.restype = None
         lib.sol_dnnl_time_linear.argtypes = [ctypes.POINTER(ctypes.c_int32), ctypes.c_int32, *[ctypes.c_int64] * 3,
-                                             ctypes.c_int32, ctypes.POINTER(ctypes.c_double)]
+                                             ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_double)]
         return lib

@@ -127,12 +127,28 @@ void linear_as_conv(sol_dnnl_desc* d) {
   for (int i = 0; i < 2; ++i) d->stride[i] = 1, d->dilation[i] = 0, d->pad_l[i] = 0, d->pad_r[i] = 0;
 }
 
+// LINEAR_MATMUL: an inner product's [M, C] x [K, C]^T as oneDNN's matmul of [M, C] by the weights read as [C, K] (the
+// framework's [K, C] with the dims swapped in memory order); the bias becomes [1, K]. Binary post-op operands are
+// [M or 1, K or 1] already, as the matmul's dst wants them.
+void linear_as_matmul(sol_dnnl_desc* d) {
+  if (d->op != SOL_DNNL_INNER_PRODUCT || d->algorithm != SOL_DNNL_LINEAR_MATMUL) return;
+  d->algorithm = SOL_DNNL_DIRECT;
+  if (d->src.ndims != 2 || d->dst.ndims != 2 || d->weights.ndims != 2) return;
+  const int64_t C = d->weights.dims[1], K = d->weights.dims[0];
+  const int64_t w[] = {C, K}, b[] = {1, K};
+  const int32_t transposed[] = {1, 0}, plain[] = {0, 1};
+  sol_dnnl_tensor_set(&d->weights, 2, w, transposed);
+  if (d->has_bias) sol_dnnl_tensor_set(&d->bias, 2, b, plain);
+  d->op = SOL_DNNL_MATMUL;
+}
+
 // The descriptor a call's fill function writes for `batch`, with the glue's rewrites applied.
 sol_dnnl_desc describe(sol_dnnl_fill fill, int64_t batch) {
   sol_dnnl_desc d;
   std::memset(&d, 0, sizeof d);
   fill(batch, &d);
   linear_as_conv(&d);
+  linear_as_matmul(&d);
   return d;
 }
 
@@ -787,7 +803,8 @@ void time_algorithms(sol_dnnl_fill fill, const int32_t* algorithms, int32_t coun
   std::vector<std::vector<char>> packed(count);
   std::vector<std::vector<double>> times(count);
   auto sol_kernel = [](int32_t algorithm) {
-    return algorithm != SOL_DNNL_DIRECT && algorithm != SOL_DNNL_LINEAR_1X1;  // LINEAR_BLAS: an own kernel
+    return algorithm != SOL_DNNL_DIRECT && algorithm != SOL_DNNL_LINEAR_1X1 &&
+           algorithm != SOL_DNNL_LINEAR_MATMUL;  // LINEAR_BLAS: an own kernel
   };
   for (int32_t a = 0; a < count; ++a) {
     seconds[a] = -1.0;
@@ -878,10 +895,11 @@ __attribute__((visibility("default"))) void sol_dnnl_time_conv(const int32_t* al
 }
 
 __attribute__((visibility("default"))) void sol_dnnl_time_linear(const int32_t* algorithms, int32_t count,
-                                                                 int64_t rows, int64_t in, int64_t out, int32_t runs,
-                                                                 double* seconds) {
+                                                                 int64_t rows, int64_t in, int64_t out,
+                                                                 int32_t precision, int32_t runs, double* seconds) {
   static thread_local int64_t m, c, k;
-  m = rows, c = in, k = out;
+  static thread_local int32_t type;
+  m = rows, c = in, k = out, type = precision;
   sol_dnnl_fill fill = [](int64_t, sol_dnnl_desc* d) {
     const int64_t src[] = {m, c}, w[] = {k, c}, dst[] = {m, k}, b[] = {k};
     const int32_t plain[] = {0, 1};
@@ -891,6 +909,10 @@ __attribute__((visibility("default"))) void sol_dnnl_time_linear(const int32_t* 
     sol_dnnl_tensor_set(&d->weights, 2, w, plain);
     sol_dnnl_tensor_set(&d->dst, 2, dst, plain);
     sol_dnnl_tensor_set(&d->bias, 1, b, plain);
+    if (type == SOL_DNNL_BF16) {  // as in a bf16 model: bf16 operands, its activations stored as bf16 both sides
+      d->precision = SOL_DNNL_BF16;
+      d->src.type = d->dst.type = SOL_DNNL_BF16;
+    }
   };
   time_algorithms(fill, algorithms, count, m, m * c, k * c, k, m * k, runs, seconds);
 }

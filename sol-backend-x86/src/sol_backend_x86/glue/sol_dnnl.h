@@ -70,8 +70,10 @@ enum { SOL_DNNL_WINOGRAD_BLOCKS = 0x100, SOL_DNNL_WINOGRAD_PHASES = 0x200, SOL_D
  * over an M x 1 channels-last image, whose brgconv_1x1 kernels run 1.3-1.45x faster than the inner product's at
  * ViT's 197 rows (the glue rewrites the descriptor; operands keep their memory layout), or LINEAR_BLAS: MKL's
  * packed GEMM (sol_blas.h) followed by one oneDNN binary primitive in place for the bias and the post-ops (fp32,
- * plain 2-d operands, static weights; otherwise, or in a library built without MKL, the inner product). */
-enum { SOL_DNNL_LINEAR_1X1 = 4, SOL_DNNL_LINEAR_BLAS = 5 };
+ * plain 2-d operands, static weights; otherwise, or in a library built without MKL, the inner product), or
+ * LINEAR_MATMUL: oneDNN's matmul of the [M, C] rows by the weights read as [C, K] (packed in its own format), whose
+ * brgemm blocking differs from the inner product's (the glue rewrites the descriptor; post-ops as they are). */
+enum { SOL_DNNL_LINEAR_1X1 = 4, SOL_DNNL_LINEAR_BLAS = 5, SOL_DNNL_LINEAR_MATMUL = 6 };
 
 typedef struct sol_dnnl_desc {
   int32_t op;              /* SOL_DNNL_CONV / DECONV / MATMUL / INNER_PRODUCT */
@@ -131,10 +133,11 @@ const char* sol_dnnl_impl(void* handle);
 enum { SOL_DNNL_SHAPE_DIMS = 14 };
 void sol_dnnl_time_conv(const int32_t* algorithms, int32_t count, const int64_t* shape, int32_t runs,
                         double* seconds);
-/* The same for an inner product of `rows` x `in` by `out` x `in` weights (bias, no post-ops), algorithms DIRECT or
- * LINEAR_1X1. */
-void sol_dnnl_time_linear(const int32_t* algorithms, int32_t count, int64_t rows, int64_t in, int64_t out, int32_t runs,
-                          double* seconds);
+/* The same for an inner product of `rows` x `in` by `out` x `in` weights (bias, no post-ops), algorithms DIRECT,
+ * LINEAR_1X1 or LINEAR_BLAS, computing in `precision` (SOL_DNNL_F32, or SOL_DNNL_BF16: bf16 operands with src and dst
+ * stored as bf16, as between the calls of a bf16 model; MKL's fp32 GEMM is no candidate then). */
+void sol_dnnl_time_linear(const int32_t* algorithms, int32_t count, int64_t rows, int64_t in, int64_t out,
+                          int32_t precision, int32_t runs, double* seconds);
 
 #ifdef __cplusplus
 }

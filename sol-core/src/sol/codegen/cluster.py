@@ -37,6 +37,7 @@ from ..ir import Graph, Layer, Tensor
 from .dnn import DnnCall, DnnModule, scale_operands
 from .layout import Layouts, plain, plan_layouts, same_memory, same_memory_permute
 from .lowering import lower_layers
+from .views import View, operand_views, result_views
 
 ALIAS_OPS = frozenset({"reshape"})
 
@@ -127,6 +128,9 @@ def cluster(layers: Sequence[Layer], available: set[int], outputs: Sequence[Tens
     calls = 0
     scales = _input_scales(layers, dnn, static, readers, output_ids, layouts or {}) if dnn is not None else {}
     assigned.update(id(mul) for mul in scales.values())  # each runs inside the call that reads it
+    views = _library_views(layers, dnn, static, readers, output_ids, layouts or {}, scales) if dnn is not None else {}
+    for operands, result in views.values():  # their layers run inside the call that reads (writes) through them
+        assigned.update(id(v) for view in [*operands.values(), *([result] if result else [])] for v in view.layers)
     for i, layer in enumerate(layers):
         if id(layer) in assigned:
             continue
@@ -136,10 +140,16 @@ def cluster(layers: Sequence[Layer], available: set[int], outputs: Sequence[Tens
             current = Cluster(layer, alias=True)
         elif dnn is not None and runs_in_library(dnn, layer, static):
             scale = scales.get(id(layer))
-            current = Cluster(layer, dnn=DnnCall(calls, layer, layouts=layouts or {}, input_scale=scale),
-                              prologue=[scale] if scale else [])
+            operands, result = views.get(id(layer), ({}, None))
+            before = [v for index in sorted(operands) for v in operands[index].layers]
+            current = Cluster(layer, dnn=DnnCall(calls, layer, layouts=layouts or {}, input_scale=scale,
+                                                 views=operands, result_view=result),
+                              prologue=[*([scale] if scale else []), *before])
             calls += 1
-            _grow_post_ops(current, dnn, layers[i + 1:], available, assigned, readers, output_ids)
+            if result is not None:  # the call writes the view's last tensor: no post-ops (nothing reads its value)
+                current.epilogue.extend(result.layers)
+            else:
+                _grow_post_ops(current, dnn, layers[i + 1:], available, assigned, readers, output_ids)
         else:
             current = Cluster(layer)
             _grow(current, layers[i + 1:], available, assigned)
@@ -167,6 +177,40 @@ def _input_scales(layers: Sequence[Layer], dnn: DnnModule, static: frozenset[int
         if source.shape == scaled.shape and dnn.absorbs_input_scale(mul, layer) and same_memory(
                 scaled, layouts.get(id(source), plain_order), layouts.get(id(scaled), plain_order)):
             found[id(layer)] = mul
+    return found
+
+
+def _library_views(layers: Sequence[Layer], dnn: DnnModule, static: frozenset[int], readers: dict[int, int],
+                   output_ids: set[int], layouts: Layouts,
+                   scales: dict[int, Layer]) -> dict[int, tuple[dict[int, View], View | None]]:
+    """id(library layer) -> (input index -> the view its call reads that input through, the view it writes its result
+    through or None), for the longest view chains the module takes (`sol.codegen.views`). A chain's layers belong to
+    one call only; earlier calls choose first."""
+    made_by = {id(t): layer for layer in layers for t in layer.outputs}
+    consumers: dict[int, list[Layer]] = {}
+    for layer in layers:
+        for t in layer.inputs:
+            consumers.setdefault(id(t), []).append(layer)
+    taken: set[int] = set()
+    found: dict[int, tuple[dict[int, View], View | None]] = {}
+    for layer in layers:
+        if not runs_in_library(dnn, layer, static) or len(layer.outputs) != 1:
+            continue
+        operands: dict[int, View] = {}
+        for index in range(len(layer.inputs)):
+            if index == 0 and id(layer) in scales:
+                continue  # input 0 is the scaled tensor the call never reads
+            view = next((v for v in operand_views(layer, index, made_by, readers, output_ids, taken, layouts)
+                         if dnn.reads_view(layer, index, v)), None)
+            if view is not None:
+                operands[index] = view
+                taken.update(id(v) for v in view.layers)
+        result = next((v for v in result_views(layer, consumers, output_ids, taken, layouts)
+                       if dnn.writes_view(layer, v)), None)
+        if result is not None:
+            taken.update(id(v) for v in result.layers)
+        if operands or result is not None:
+            found[id(layer)] = (operands, result)
     return found
 
 

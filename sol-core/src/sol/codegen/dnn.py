@@ -18,6 +18,7 @@ from ..ir import Layer, Tensor
 
 if TYPE_CHECKING:  # kernels import the flavour, which names this module
     from .kernels import KernelContext
+    from .views import View
 
 
 @dataclass
@@ -34,11 +35,16 @@ class DnnCall:
     #: the library folds into the weights (see `DnnModule.absorbs_input_scale`): the call reads ``source`` and
     #: ``scale``, and the scaled tensor is never written
     input_scale: Layer | None = None
+    #: anchor input index -> the view it is read through where it lies (`sol.codegen.views`; its layers run nowhere)
+    views: dict[int, View] = field(default_factory=dict)
+    #: the view the call writes its result through (the permutes after it), or None: the result as it is
+    result_view: View | None = None
 
     @property
     def source(self) -> Tensor:
-        """What the library reads as the anchor's input 0 (before the input scale, where there is one)."""
-        return scale_operands(self.input_scale)[0] if self.input_scale else self.anchor.inputs[0]
+        """What the library reads as the anchor's input 0 (before the input scale, where there is one; the base of
+        the view it reads it through, where there is one)."""
+        return scale_operands(self.input_scale)[0] if self.input_scale else self.operand(0)
 
     @property
     def scale(self) -> Tensor | None:
@@ -49,7 +55,15 @@ class DnnCall:
 
     @property
     def output(self) -> Tensor:
+        """The tensor the call writes (through `result_view` where there is one)."""
+        if self.result_view is not None:
+            return self.result_view.base
         return (self.post_ops[-1] if self.post_ops else self.anchor).outputs[0]
+
+    def operand(self, index: int) -> Tensor:
+        """The tensor the call reads as the anchor's input ``index`` (a view's base where it reads through one)."""
+        view = self.views.get(index)
+        return view.base if view is not None else self.anchor.inputs[index]
 
     @property
     def symbol(self) -> str:
@@ -106,6 +120,21 @@ class DnnModule(abc.ABC):
 
     def lowers(self, layer: Layer) -> bool:
         """Whether ``layer`` runs as its decomposition (`sol.codegen.lowering`) so the library takes its parts."""
+        return False
+
+    def scales_scores(self, layer: Layer) -> bool:
+        """Whether a decomposed attention multiplies its scores by the scale (a post-op of the library's matmul, so
+        q reaches the matmul unchanged, see `sol.codegen.views`) rather than q (default: q, L x E products)."""
+        return False
+
+    def reads_view(self, layer: Layer, index: int, view: View) -> bool:
+        """Whether the library reads input ``index`` of ``layer`` where ``view`` places it (`sol.codegen.views`);
+        the view's layers then run nowhere. Default: never."""
+        return False
+
+    def writes_view(self, layer: Layer, view: View) -> bool:
+        """Whether the library writes the result of ``layer`` where ``view`` places it, which completes the view's
+        last tensor (the layers between run nowhere). Default: never."""
         return False
 
     def static_inputs(self, layer: Layer) -> Sequence[int]:

@@ -8,7 +8,9 @@ and clustering gives its heavy parts to the library like any other layer.
 
 Attention without a mask, ``softmax(q @ k^T * scale) @ v``, becomes two
 batched matmuls around a softmax; k is read transposed where it lies
-(``matmul`` with ``transpose_b``) and the scale multiplies q. SOL's fused
+(``matmul`` with ``transpose_b``) and the scale multiplies q, or the scores
+where the module applies it as a post-op of the product
+(`DnnModule.scales_scores`: x86 reads q where it lies, `sol.codegen.views`). SOL's fused
 attention loop keeps each query row's scores in registers, but it is no
 GEMM: on two AVX2 cores it ran ViT-B/16's attention at ~40 GFLOP/s, where
 oneDNN's batched GEMMs run both products at 130-150 GFLOP/s. The scores the
@@ -45,7 +47,9 @@ def lower_layers(layers: Sequence[Layer], dnn: DnnModule | None, graph: Graph,
         decompose = DECOMPOSITIONS.get(layer.op)
         split = UNLESS_IN_LIBRARY.get(layer.op)
         asked = (dnn is not None and dnn.lowers(layer)) or (flavour_lowers is not None and flavour_lowers(layer))
-        if decompose is not None and asked:
+        if decompose is not None and asked and layer.op == "attention" and dnn is not None and dnn.scales_scores(layer):
+            result += attention_as_matmuls(layer, graph, scale_scores=True)
+        elif decompose is not None and asked:
             result += decompose(layer, graph)
         elif split is not None and not (dnn is not None and dnn.accepts(layer)):
             result += split(layer, graph)
@@ -54,11 +58,13 @@ def lower_layers(layers: Sequence[Layer], dnn: DnnModule | None, graph: Graph,
     return result
 
 
-def attention_as_matmuls(layer: Layer, graph: Graph) -> list[Layer]:
+def attention_as_matmuls(layer: Layer, graph: Graph, scale_scores: bool = False) -> list[Layer]:
     """attention(q, k, v, [mask]) -> matmul(q * scale, k^T), [+ mask | where(mask, ., -inf)], softmax, matmul(., v).
 
     A float mask is added to the scores, a bool mask keeps the scores where it is true (the others become -inf),
-    ``is_causal`` is a constant lower-triangular bool mask (static lengths only)."""
+    ``is_causal`` is a constant lower-triangular bool mask (static lengths only). ``scale_scores``: the scale
+    multiplies the scores instead (matmul(q, k^T) * scale), for a library that applies it as a post-op of the
+    product and reads q where it lies (`sol.codegen.views`): no pass over q at all."""
     q, k, v = layer.inputs[:3]
     mask = layer.inputs[3] if len(layer.inputs) > 3 else None
     causal = bool(layer.attrs.get("is_causal", False))
@@ -71,9 +77,13 @@ def attention_as_matmuls(layer: Layer, graph: Graph) -> list[Layer]:
     count = len(graph.layers)
     # the scale goes onto q (L x E, fused into the loop that writes q) rather than onto the L x S scores
     factor = graph.add_const(f"{layer.name}_scale", np.array(scale, dtype=np.dtype(q.dtype)))
-    (scaled,) = graph.add_layer("mul", [q, factor], name=f"{layer.name}.scaled_q")
-    (scores,) = graph.add_layer("matmul", [scaled, k], {"transpose_b": True},  # k read transposed where it lies
-                                name=f"{layer.name}.scores")
+    if scale_scores:
+        (product,) = graph.add_layer("matmul", [q, k], {"transpose_b": True}, name=f"{layer.name}.scores")
+        (scores,) = graph.add_layer("mul", [product, factor], name=f"{layer.name}.scaled")
+    else:
+        (scaled,) = graph.add_layer("mul", [q, factor], name=f"{layer.name}.scaled_q")
+        (scores,) = graph.add_layer("matmul", [scaled, k], {"transpose_b": True},  # k read transposed where it lies
+                                    name=f"{layer.name}.scores")
     masks = [mask] if mask is not None else []
     if causal:
         length, source = int(q.shape[-2]), int(k.shape[-2])

@@ -80,8 +80,19 @@ def plan_storage(programs: Programs, dnn: DnnModule | None, inputs: Sequence[Ten
             out = c.dnn.output
             if dnn.writes_reduced(c.dnn):
                 writable[id(out)] = out
+            # operands read through a view (sol.codegen.views): the call reads the view's base as that operand,
+            # and the view's own layers generate nothing
+            through = {id(v) for view in [*c.dnn.views.values(), *([c.dnn.result_view] if c.dnn.result_view else [])]
+                       for v in view.layers}
+            for index, view in c.dnn.views.items():
+                reads = dnn.reads_reduced(c.dnn, c.anchor, index)
+                (wanted if reads else refused).add(id(top(view.base)))
             for layer in c.layers:
+                if id(layer) in through:
+                    continue
                 for i, t in enumerate(layer.inputs):
+                    if layer is c.anchor and i in c.dnn.views:
+                        continue
                     if any(layer is p for p in c.prologue) or not dnn.reads_reduced(c.dnn, layer, i):
                         refused.add(id(top(t)))
                     else:
