@@ -14,6 +14,12 @@ Where Intel MKL is installed (mkl.py), its packed GEMM is a third candidate (SOL
 glue/sol_blas.h): on this project's AVX-512 machine it ran BERT-base's layers (128 rows, 768 <-> 3072) at
 332-350 GFLOP/s on two cores against 279-295 for the inner product and 288-314 for the convolution (one
 interleaved timing). Its bias and post-ops (`blas_computes`) follow row by row in the glue.
+
+A model computing in bf16 times its Linear layers in bf16 (the activations stored as bf16 on both sides, as
+in the model), where MKL's fp32 GEMM is no candidate and oneDNN's matmul is one (SOL_DNNL_LINEAR_MATMUL; its AMX
+blocking differs from the inner product's). On the AMX machine the three ran within the noise of each other
+(600-1000 GFLOP/s on ViT-B/16's and the encoder's shapes, the winner changing between two timings of a shared
+machine; docs/x86.md).
 """
 
 from __future__ import annotations
