@@ -67,3 +67,16 @@ def test_versions_names_the_compiler_and_onednn():
     versions = X86Backend().versions()
     assert set(versions) == {"g++", "onednn"}
     assert all(isinstance(v, str) and v for v in versions.values())
+
+
+def test_builds_for_an_avx512_host_prefer_512_bit_vectors(monkeypatch):
+    from sol_backend_x86 import flavour
+
+    monkeypatch.setattr(flavour, "host_has_avx512", lambda: True)
+    assert flavour.X86Flavour(dnn=False).cflags[-1] == "-mprefer-vector-width=512"
+    assert "-mprefer-vector-width=512" in flavour.X86Flavour(dnn=False).toolchain_id()  # part of the cache key
+    chosen = flavour.X86Flavour(dnn=False, cflags="-O3 -march=native -mprefer-vector-width=256").cflags
+    assert "-mprefer-vector-width=512" not in chosen  # the user's width stays
+    assert "-mprefer-vector-width=512" not in flavour.X86Flavour(dnn=False, cflags="-O2 -march=x86-64-v3").cflags
+    monkeypatch.setattr(flavour, "host_has_avx512", lambda: False)
+    assert "-mprefer-vector-width=512" not in flavour.X86Flavour(dnn=False).cflags

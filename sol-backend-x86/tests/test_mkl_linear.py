@@ -16,6 +16,7 @@ from sol.compiler import compile_graph
 from sol.ir import BATCH, Dim, Graph, Purpose
 from sol.ir.interpret import run_reference
 from sol_backend_x86 import linear, mkl, tuning
+from sol_backend_x86.cpuinfo import host_has_avx512
 from sol_backend_x86.flavour import X86Flavour, onednn_paths
 
 pytestmark = [pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed"),
@@ -89,7 +90,7 @@ def test_mkl_is_a_candidate_only_where_it_computes_the_call(monkeypatch: pytest.
     monkeypatch.setitem(sol.config, "autotuning", True)
     monkeypatch.setattr(tuner, "timings", lambda shape, algorithms, kind: {0: 1e-3, 4: 1e-3, 5: 0.5e-3})
     assert linear.choose(layer, [], tuner) == linear.LINEAR_BLAS
-    assert linear.choose(layer, [gelu], tuner) == (linear.LINEAR_BLAS if linear.has_avx512() else linear.DIRECT)
+    assert linear.choose(layer, [gelu], tuner) == (linear.LINEAR_BLAS if host_has_avx512() else linear.DIRECT)
     assert linear.choose(layer, [sigmoid], tuner) == linear.DIRECT  # the epilogue has no sigmoid
     assert linear.choose(layer, [], tuner, reduced=True) == linear.DIRECT  # bf16 calls stay with oneDNN
     monkeypatch.setattr(tuner, "blas", None)  # not installed, x86::mkl off, or a deployed library

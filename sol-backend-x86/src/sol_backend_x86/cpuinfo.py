@@ -9,6 +9,7 @@ only; each backend picks the keys it needs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -101,3 +102,12 @@ def parse_cpuinfo(text: str) -> CpuInfo:
 def read_cpuinfo(path: Path = PROC_CPUINFO) -> CpuInfo:
     """Parse the file at ``path``; raises OSError when it cannot be read."""
     return parse_cpuinfo(path.read_text(encoding="utf-8", errors="replace"))
+
+
+@functools.cache
+def host_has_avx512() -> bool:
+    """Whether this machine's CPU has AVX-512F (False where /proc/cpuinfo cannot be read)."""
+    try:
+        return "avx512f" in read_cpuinfo().features("flags")
+    except OSError:
+        return False

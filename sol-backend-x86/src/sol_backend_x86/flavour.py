@@ -27,6 +27,7 @@ from sol.codegen import CpuFlavour
 
 from . import glue, mkl
 from . import precision as precisions
+from .cpuinfo import host_has_avx512
 from .dnnl_module import OneDnnModule
 from .onednn import DNN_KEY, LIBRARY_KEY, default_search_dirs, find_library, library_version
 from .tuning import Tuner
@@ -122,6 +123,19 @@ class X86Flavour(CpuFlavour):
         super().use_precision(precision)
         if isinstance(self.dnn, OneDnnModule):
             self.dnn.precision = precision  # the library calls are what computes in it
+
+    @property
+    def cflags(self) -> list[str]:
+        """The host compiler's flags, plus 512-bit vectors for a build tuned to an AVX-512 host. GCC vectorizes for
+        256 bits on such CPUs unless told otherwise, so its `omp simd` loops, and the libmvec math they call, ran
+        half as wide as the registers. Preferring 512 (A/B in one process, 2 cores, batch 1): bf16 mobilenet_v2
+        1.08x, squeezenet1_1 1.11x, densenet121 1.05x, efficientnet_b0 1.07x, vit_b_16 1.03x, resnet18 1.02-1.08x;
+        fp32 mobilenet_v2 1.08x, efficientnet_b0 1.04x, resnet18 1.00x. A width the user's flags set stays."""
+        flags = super().cflags
+        if ("-march=native" in flags and host_has_avx512()
+                and not any(f.startswith("-mprefer-vector-width") for f in flags)):
+            flags.append("-mprefer-vector-width=512")
+        return flags
 
     def prelude(self) -> str:
         text = super().prelude()

@@ -24,14 +24,13 @@ machine; docs/x86.md).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 import sol
 from sol.ir import Layer
 from sol.records import ConfigKey
 
-from .cpuinfo import read_cpuinfo
+from .cpuinfo import host_has_avx512
 from .tuning import DIRECT, Tuner, worth_timing
 
 LINEAR_1X1_KEY = ConfigKey("x86::linear_1x1", bool, True,
@@ -68,16 +67,11 @@ def shape_of(layer: Layer) -> tuple[int, int, int] | None:
 _BLAS_ACTIVATIONS = frozenset({"relu", "leaky_relu", "clamp", "gelu"})
 
 
-@functools.cache
-def has_avx512() -> bool:
-    """Whether this CPU has AVX-512F: the MKL Linear's epilogue then computes GELU in registers (elsewhere it calls
-    erf/tanh one value at a time, a cost the timing, which has no post-ops, would not see)."""
-    return "avx512f" in read_cpuinfo().features("flags")
-
-
 def blas_computes(post_ops: Sequence[Layer]) -> bool:
-    """Whether the MKL Linear's epilogue computes these fused post-ops (otherwise the call stays with oneDNN)."""
-    return all((p.op in _BLAS_ACTIVATIONS and (p.op != "gelu" or has_avx512())) or len(p.inputs) == 2
+    """Whether the MKL Linear's epilogue computes these fused post-ops (otherwise the call stays with oneDNN). GELU
+    only on CPUs with AVX-512F, where the epilogue computes it in registers: elsewhere it calls erf/tanh one value
+    at a time, a cost the timing (which has no post-ops) would not see."""
+    return all((p.op in _BLAS_ACTIVATIONS and (p.op != "gelu" or host_has_avx512())) or len(p.inputs) == 2
                for p in post_ops)
 
 
