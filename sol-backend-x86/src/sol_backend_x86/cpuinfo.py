@@ -105,9 +105,14 @@ def read_cpuinfo(path: Path = PROC_CPUINFO) -> CpuInfo:
 
 
 @functools.cache
-def host_has_avx512() -> bool:
-    """Whether this machine's CPU has AVX-512F (False where /proc/cpuinfo cannot be read)."""
+def host_flags() -> frozenset[str]:
+    """This machine's CPU flags (/proc/cpuinfo), read once; empty where it cannot be read (nothing is assumed)."""
     try:
-        return "avx512f" in read_cpuinfo().features("flags")
+        return frozenset(read_cpuinfo().features("flags"))
     except OSError:
-        return False
+        return frozenset()
+
+
+def host_has_avx512() -> bool:
+    """Whether this machine's CPU has AVX-512F."""
+    return "avx512f" in host_flags()

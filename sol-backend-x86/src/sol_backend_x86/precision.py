@@ -13,11 +13,9 @@ fp16 is not implemented on x86 yet.
 
 from __future__ import annotations
 
-import functools
-
 from sol.records import ConfigKey
 
-from .cpuinfo import read_cpuinfo
+from .cpuinfo import host_flags
 
 BF16_STORAGE_KEY = ConfigKey(
     "x86::bf16_storage", bool, True,
@@ -28,17 +26,9 @@ BF16_STORAGE_KEY = ConfigKey(
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 
 
-@functools.cache
-def cpu_flags() -> frozenset[str]:
-    try:
-        return frozenset(read_cpuinfo().features("flags"))
-    except OSError:  # no /proc (a container without it): nothing is assumed
-        return frozenset()
-
-
 def native_bf16(flags: frozenset[str] | None = None) -> bool:
     """Whether the CPU computes bf16 natively (AVX512-BF16 or AMX-BF16)."""
-    flags = cpu_flags() if flags is None else flags
+    flags = host_flags() if flags is None else flags
     return any(f in flags for f in BF16_FLAGS)
 
 

@@ -170,11 +170,8 @@ SOL_BLAS_AVX512 void epilogue_avx512(const Segment& g, const std::vector<Step>& 
     _mm512_mask_storeu_ps(g.y + k, m, v);
   }
 }
-
-bool has_avx512() { return __builtin_cpu_supports("avx512f"); }
 #else
 void epilogue_avx512(const Segment& g, const std::vector<Step>& steps) { epilogue_scalar(g, steps); }
-bool has_avx512() { return false; }
 #endif
 
 // The weights are packed as column blocks, one per thread, each MKL's packed matrix of its own (64-byte aligned):
@@ -253,7 +250,7 @@ class Linear final : public sol_kernels::Kernel {
   std::vector<std::pair<int64_t, int64_t>> block_columns;  // first column and width of each packed block
   std::vector<int64_t> block_offsets;                      // where each block lies in the packed buffer (floats)
   int64_t floats = 0;
-  bool avx512 = has_avx512();
+  bool avx512 = sol_kernels::avx512_supported();  // the glue's own CPU check
 };
 
 }  // namespace
