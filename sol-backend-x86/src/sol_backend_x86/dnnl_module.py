@@ -146,9 +146,9 @@ class OneDnnModule(DnnModule):
     def _in_bf16(self, call: DnnCall) -> bool:
         """Whether oneDNN runs ``call`` as a bf16 forward primitive (not SOL's own fp32 kernels, not training)."""
         anchor = call.anchor
-        if not self.reduced or anchor.op not in _OP or _backward(anchor) or call.input_scale is not None:
+        if not self.reduced or anchor.op not in _OP or _backward(anchor):
             return False
-        return not (anchor.op == "conv" and self._grouped(call))
+        return not (anchor.op == "conv" and self._grouped(call) and not grouped.computes_bf16(anchor))
 
     def _grouped(self, call: DnnCall) -> bool:
         """Whether the conv runs as SOL's fp32 grouped kernel (decided once per call: the choice may be timed)."""
@@ -164,13 +164,15 @@ class OneDnnModule(DnnModule):
     def reads_reduced(self, call: DnnCall, layer: Layer, index: int) -> bool:
         if not self._in_bf16(call):
             return False
+        if layer is call.input_scale:  # its x is read as src; the factors stay fp32 (the glue's src_scale)
+            return layer.inputs[index] is call.source
         if layer is call.anchor:  # src, and MatMul's second operand when it is an activation (attention)
             return index == 0 or (layer.op == "matmul" and index == 1)
         return layer.op in BINARY  # a residual add's operand: oneDNN's binary post-ops read bf16 src1
 
     def absorbs_input_scale(self, mul: Layer, layer: Layer) -> bool:
-        # the fold multiplies the packed fp32 weights per call; bf16 packs them as bf16
-        return not self.reduced and input_scale.foldable(mul, layer)
+        # the fold multiplies the packed fp32 weights per call (bf16: the fp32 weights, then packs them as bf16)
+        return input_scale.foldable(mul, layer)
 
     def input_layout(self, layer: Layer, index: int) -> tuple[int, ...] | None:
         if layer.op in ("conv", "conv_transpose") and index == 0:
@@ -271,7 +273,8 @@ class OneDnnModule(DnnModule):
                 lines.append(f"d->algorithm = {winograd.c_expression(algorithm)};  // SOL's "
                              f"{winograd.name(algorithm)}: see sol_winograd.h")
             elif self._grouped(call):
-                lines.append("d->algorithm = SOL_DNNL_GROUPED;  // SOL's grouped/depthwise kernel: see sol_grouped.h")
+                lines.append("d->algorithm = SOL_DNNL_GROUPED;  // SOL's grouped/depthwise kernel: see "
+                             + ("sol_depthwise.h" if self.reduced and grouped.computes_bf16(anchor) else "sol_grouped.h"))
             lines += _tensor("d->src", x.shape, kc.layout(x))
             lines += _tensor("d->dst", out.shape, kc.layout(out))
             lines += _tensor("d->weights", *_conv_weights(anchor.op, w.shape, groups))

@@ -3,12 +3,18 @@
 oneDNN 3.2 on AVX2 runs grouped convolutions with few channels per group as
 im2col plus a GEMM per group: ResNeXt-50's first-stage 3x3 convolution (32
 groups of 4 channels, 56x56) takes 5-8 ms there, 0.6-0.9 ms in SOL's kernel.
-oneDNN's depthwise kernels, on the other hand, are good: SOL's beats them only
+oneDNN's fp32 depthwise kernels, on the other hand, are good: SOL's beats them only
 on some shapes (7x7 depthwise, groups of 6 to 16 channels), so the choice is
 measured per layer, like Winograd's (winograd.py): with ``sol.config["autotuning"]``
 both are timed at compile time on the layer's shape and the faster is kept
 (cached per shape and machine); without, a heuristic from those measurements
 decides. ``x86::grouped`` turns the kernel off.
+
+In bf16 (bf16-stored activations) a depthwise convolution has its own kernel
+(glue/sol_depthwise.h: AVX-512, fp32 arithmetic on bf16 data), because
+oneDNN 3.2's bf16 depthwise kernel (jit_dw) is the slow one there: 3x3 over
+56x56x144, 120 us against 71 (two cores; OpenVINO's fork of oneDNN takes 89).
+It is timed against oneDNN in bf16 the same way, and chosen without timing.
 
 Measured on this project's AVX2 machine (2 cores, cold caches, oneDNN vs SOL):
 g32 at 56x56 with 4 channels per group 7.5 vs 0.9 ms; 8 per group (28x28)
@@ -22,7 +28,7 @@ import sol
 from sol.ir import Layer
 from sol.records import ConfigKey
 
-from . import tuning
+from . import cpuinfo, tuning
 from .tuning import DIRECT, Tuner, post_ops_supported
 
 GROUPED_KEY = ConfigKey("x86::grouped", bool, True,
@@ -69,19 +75,54 @@ def eligible(layer: Layer, post_ops: list[Layer]) -> bool:
 def choose(layer: Layer, post_ops: list[Layer], tuner: Tuner | None, precision: str = "fp32") -> bool:
     """Whether ``layer`` runs as SOL's grouped kernel: timed on this machine (autotuning) or by the heuristic.
 
-    In bf16 a depthwise convolution runs in oneDNN: its bf16 depthwise kernel reads and writes the bf16 activations
-    around it, where SOL's fp32 kernel would need them in fp32 (a conversion before and after, and the layers next
-    to it converting too). Groups of several channels keep the choice: oneDNN's im2col+GEMM stays slow in bf16.
+    In bf16 a depthwise convolution runs as SOL's bf16 depthwise kernel (computes_bf16) or in oneDNN, both reading
+    and writing the bf16 activations around it (SOL's fp32 grouped kernel would need them in fp32: a conversion
+    before and after). Groups of several channels keep the fp32 choice: oneDNN's im2col+GEMM stays slow in bf16.
     """
-    if not sol.config.get(GROUPED_KEY.name, True) or not eligible(layer, post_ops):
+    if not sol.config.get(GROUPED_KEY.name, True):
+        return False
+    if precision != "fp32" and depthwise(layer):
+        if not bf16_eligible(layer, post_ops):
+            return False
+        shape = shape_of(layer)
+        assert shape is not None
+        if tuner is not None and sol.config["autotuning"] and worth_timing(shape):
+            return tuner.fastest(shape, (DIRECT, GROUPED), kind="conv bf16") == GROUPED
+        return True  # faster than oneDNN 3.2's jit_dw on every depthwise layer of MobileNetV2 and EfficientNet-B0
+    if not eligible(layer, post_ops):
         return False
     shape = shape_of(layer)
     assert shape is not None
-    if precision != "fp32" and shape[3] == shape[5]:
-        return False
     if tuner is not None and sol.config["autotuning"] and worth_timing(shape):
         return tuner.fastest(shape, (DIRECT, GROUPED)) == GROUPED
     return heuristic(shape)
+
+
+#: fused activations the bf16 depthwise kernel computes (sol_kernels::eltwise16); it takes no binary post-ops
+_BF16_ACTIVATIONS = frozenset({"relu", "leaky_relu", "clamp", "silu", "sigmoid", "hardswish", "hardsigmoid", "gelu"})
+#: CPU flags the bf16 depthwise kernel needs (sol_depthwise.cpp's own check agrees: the call falls back otherwise)
+_BF16_FLAGS = ("avx512f", "avx512bw", "avx512_bf16")
+
+
+def depthwise(layer: Layer) -> bool:
+    """A 2-D convolution with one input and one output channel per group."""
+    shape = shape_of(layer)
+    return shape is not None and shape[3] == shape[4] == shape[5] > 1
+
+
+def computes_bf16(layer: Layer) -> bool:
+    """Whether the grouped choice of this layer in a bf16 model is the bf16 depthwise kernel (bf16 in and out)."""
+    return depthwise(layer)
+
+
+def bf16_eligible(layer: Layer, post_ops: list[Layer]) -> bool:
+    """Whether the bf16 depthwise kernel can compute this depthwise conv and its fused post-ops on this CPU."""
+    if layer.attrs.get("trained_params") or any(int(d) != 1 for d in layer.attrs.get("dilation", (1, 1))):
+        return False
+    if not all(p.op in _BF16_ACTIVATIONS and len(p.inputs) == 1 for p in post_ops):
+        return False
+    flags = cpuinfo.host_flags()
+    return all(f in flags for f in _BF16_FLAGS)
 
 
 def worth_timing(shape: tuple[int, ...]) -> bool:

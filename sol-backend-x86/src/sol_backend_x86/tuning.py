@@ -48,8 +48,9 @@ NAMES = {
                6: "oneDNN matmul"},
 }
 NAMES["linear bf16"] = NAMES["linear"]
+NAMES["conv bf16"] = {DIRECT: "oneDNN", 3: "SOL bf16 depthwise"}
 #: the glue's operand type of each kind of timing (sol_dnnl.h: SOL_DNNL_F32, SOL_DNNL_BF16)
-_PRECISION = {"linear": 0, "linear bf16": 1}
+_PRECISION = {"conv": 0, "conv bf16": 1, "linear": 0, "linear bf16": 1}
 #: eltwise post-ops the epilogue of SOL's kernels computes (post_ops_for in sol_dnnl.cpp); binary ops all work
 _ACTIVATIONS = frozenset({"relu", "leaky_relu", "clamp"})
 
@@ -89,7 +90,7 @@ class Tuner:
     def timings(self, shape: tuple[int, ...], algorithms: tuple[int, ...], kind: str = "conv") -> dict[int, float]:
         """Seconds per algorithm (negative: it cannot run the shape); cached per shape. ``kind`` "conv": a glue
         convolution shape (sol_dnnl_time_conv); "linear": (rows, in, out) of an inner product (sol_dnnl_time_linear);
-        "linear bf16": the same computed in bf16, its activations stored as bf16 (a bf16 model's calls)."""
+        "linear bf16", "conv bf16": the same computed in bf16, its activations stored as bf16 (a bf16 model's calls)."""
         key = hashlib.sha256(f"{kind} timings|{glue.source_hash()}|{self.cc}|{self.library}|{shape}|{algorithms}"
                              .encode()).hexdigest()
 
@@ -107,11 +108,11 @@ class Tuner:
         """Seconds per algorithm (negative: it cannot run the shape), timed in interleaved rounds."""
         seconds = (ctypes.c_double * len(algorithms))()
         chosen = (ctypes.c_int32 * len(algorithms))(*algorithms)
-        if kind in _PRECISION:
+        if kind.startswith("linear"):
             self._functions().sol_dnnl_time_linear(chosen, len(algorithms), *shape, _PRECISION[kind], RUNS, seconds)
         else:
             self._functions().sol_dnnl_time_conv(chosen, len(algorithms), (ctypes.c_int64 * len(shape))(*shape),
-                                                 RUNS, seconds)
+                                                 _PRECISION[kind], RUNS, seconds)
         return dict(zip(algorithms, map(float, seconds), strict=True))
 
     @functools.cache  # noqa: B019 - one tuner per flavour, living as long as the process
@@ -129,7 +130,7 @@ class Tuner:
         lib = ctypes.CDLL(str(cache.get_or_build(key, build).file("tuning.so")))
         lib.sol_dnnl_time_conv.restype = None
         lib.sol_dnnl_time_conv.argtypes = [ctypes.POINTER(ctypes.c_int32), ctypes.c_int32,
-                                           ctypes.POINTER(ctypes.c_int64), ctypes.c_int32,
+                                           ctypes.POINTER(ctypes.c_int64), ctypes.c_int32, ctypes.c_int32,
                                            ctypes.POINTER(ctypes.c_double)]
         lib.sol_dnnl_time_linear.restype = None
         lib.sol_dnnl_time_linear.argtypes = [ctypes.POINTER(ctypes.c_int32), ctypes.c_int32, *[ctypes.c_int64] * 3,

@@ -21,8 +21,10 @@ HERE = Path(__file__).parent
 HEADER = HERE / "sol_dnnl.h"
 SOURCE = HERE / "sol_dnnl.cpp"
 #: every source of the glue: the oneDNN calls, SOL's own convolutions (Winograd, grouped/depthwise) and MKL's Linear
-SOURCES = (SOURCE, HERE / "sol_winograd.cpp", HERE / "sol_grouped.cpp", HERE / "sol_dnnl_rnn.cpp", HERE / "sol_blas.cpp")
-FILES = (HEADER, HERE / "sol_kernels.h", HERE / "sol_blas.h", HERE / "sol_winograd.h", HERE / "sol_grouped.h", HERE / "sol_dnnl_rnn.h", *SOURCES)
+SOURCES = (SOURCE, HERE / "sol_winograd.cpp", HERE / "sol_grouped.cpp", HERE / "sol_dnnl_rnn.cpp", HERE / "sol_blas.cpp",
+           HERE / "sol_depthwise.cpp")
+FILES = (HEADER, HERE / "sol_kernels.h", HERE / "sol_blas.h", HERE / "sol_winograd.h", HERE / "sol_grouped.h", HERE / "sol_dnnl_rnn.h",
+         HERE / "sol_depthwise.h", *SOURCES)
 OBJECT_NAME = "sol_dnnl.o"
 
 

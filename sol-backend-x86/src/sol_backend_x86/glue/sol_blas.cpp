@@ -91,34 +91,8 @@ void epilogue_scalar(const Segment& g, const std::vector<Step>& steps) {
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define SOL_BLAS_AVX512 __attribute__((target("avx512f")))
 
-// e^x, |relative error| < 2e-7: 2^n e^r with n = round(x / ln 2), |r| <= ln 2 / 2, e^r by its Taylor polynomial
-// of degree 7 (Horner), 2^n by scalef (which also gives 0 below the float range)
-SOL_BLAS_AVX512 inline __m512 exp16(__m512 x) {
-  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.7f)), _mm512_set1_ps(-103.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // ln 2 in two parts: r stays exact
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040);
-  for (float c : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f}) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
-  return _mm512_scalef_ps(p, n);
-}
-
-// erf(x) by Abramowitz and Stegun 7.1.26 (|error| < 1.5e-7), as oneDNN's GELU post-op computes it
-SOL_BLAS_AVX512 inline __m512 erf16(__m512 x) {
-  const __m512 a = _mm512_abs_ps(x);
-  const __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(a, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
-  __m512 p = _mm512_set1_ps(1.061405429f);
-  for (float c : {-1.453152027f, 1.421413741f, -0.284496736f, 0.254829592f}) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c));
-  p = _mm512_mul_ps(p, t);
-  const __m512 e = _mm512_fnmadd_ps(p, exp16(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), a)), _mm512_set1_ps(1.0f));
-  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(e), _mm512_and_si512(_mm512_castps_si512(x),
-                                                                                      _mm512_set1_epi32(INT32_MIN))));
-}
-
-SOL_BLAS_AVX512 inline __m512 binary16(int alg, __m512 a, __m512 b) {
+SOL_AVX512 inline __m512 binary16(int alg, __m512 a, __m512 b) {
   switch (alg) {
     case SOL_DNNL_MUL: return _mm512_mul_ps(a, b);
     case SOL_DNNL_SUB: return _mm512_sub_ps(a, b);
@@ -131,7 +105,7 @@ SOL_BLAS_AVX512 inline __m512 binary16(int alg, __m512 a, __m512 b) {
 
 // The same in AVX-512 registers, 16 values at a time (the tail masked): one pass over the segment, as a fused
 // post-op of a oneDNN primitive would be.
-SOL_BLAS_AVX512 void epilogue_avx512(const Segment& g, const std::vector<Step>& steps) {
+SOL_AVX512 void epilogue_avx512(const Segment& g, const std::vector<Step>& steps) {
   for (int64_t k = 0; k < g.n; k += 16) {
     const __mmask16 m = g.n - k >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (g.n - k)) - 1);
     __m512 v = _mm512_maskz_loadu_ps(m, g.y + k);
@@ -143,29 +117,7 @@ SOL_BLAS_AVX512 void epilogue_avx512(const Segment& g, const std::vector<Step>& 
                                                   : _mm512_set1_ps(o[0]));
         continue;
       }
-      switch (s.alg) {
-        case SOL_DNNL_RELU:
-          v = _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), v, _mm512_set1_ps(s.alpha));
-          break;
-        case SOL_DNNL_CLIP:
-          v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(s.alpha)), _mm512_set1_ps(s.beta));
-          break;
-        case SOL_DNNL_LINEAR: v = _mm512_fmadd_ps(v, _mm512_set1_ps(s.alpha), _mm512_set1_ps(s.beta)); break;
-        case SOL_DNNL_GELU_ERF: {
-          const __m512 e = erf16(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)));
-          v = _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), _mm512_add_ps(e, _mm512_set1_ps(1.0f)));
-          break;
-        }
-        default: {  // GELU_TANH: 1 + tanh(u) = 2 - 2 / (e^{2u} + 1)
-          const __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.79788456080286536f),
-                                         _mm512_fmadd_ps(_mm512_mul_ps(_mm512_mul_ps(v, v), v), _mm512_set1_ps(0.044715f), v));
-          const __m512 e = exp16(_mm512_add_ps(u, u));
-          const __m512 one_plus_tanh = _mm512_sub_ps(_mm512_set1_ps(2.0f), _mm512_div_ps(_mm512_set1_ps(2.0f),
-                                                                                          _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
-          v = _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), one_plus_tanh);
-          break;
-        }
-      }
+      v = sol_kernels::eltwise16(s.alg, s.alpha, s.beta, v);
     }
     _mm512_mask_storeu_ps(g.y + k, m, v);
   }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sol_blas.h"
+#include "sol_depthwise.h"
 #include "sol_grouped.h"
 #include "sol_kernels.h"
 #include "sol_winograd.h"
@@ -183,7 +184,7 @@ struct Call {
   // only the reference implementation, ~1000x slower. Such batch sizes get their own copy of the
   // weights in their format, reordered from the packed weights and refreshed when those are re-packed.
   std::map<int64_t, memory::desc> batch_format;  // batch -> its weights format, where != packed_weights
-  std::mutex copy_lock;                          // guards packs and copies
+  mutable std::mutex copy_lock;                  // guards packs, copies and framework_weights
   std::map<const void*, uint64_t> packs;         // packed-weights buffer -> how often it was (re)packed
   struct Copy {
     uint64_t generation = 0;
@@ -191,38 +192,58 @@ struct Call {
   };
   std::map<std::pair<int64_t, const void*>, Copy> copies;
 
-  // src_scale (sol_dnnl.h): for each float of the packed weights, the input channel it multiplies, and the buffer
-  // the weights times the call's factors go to
+  // src_scale (sol_dnnl.h): the weights times the call's factors, per call. fp32: the packed weights times the
+  // factor of each float's input channel. bf16: the weights are packed as bf16, so the framework's fp32 weights
+  // (kept from sol_dnnl_pack, per packed buffer) are scaled and reordered into the packed format (one rounding of
+  // w * s to bf16, where the unfolded model rounds x * s).
   bool src_scale = false;
   int factors_at = 0;  // the factors' index in post_src: after the binary post-ops' operands
-  std::vector<int32_t> channel_of;
-  std::vector<float> scaled;
+  std::vector<int32_t> channel_of;  // per float of the scaled tensor (packed fp32, or the framework's in bf16)
+  std::map<const void*, std::vector<float>> framework_weights;  // bf16: packed buffer -> the fp32 weights it holds
+  dnnl::reorder pack_scaled;                                     // bf16: fp32 framework weights -> packed bf16
+  struct Scaled {
+    std::vector<float> floats;
+    std::vector<char> packed;
+  } scaled;
 
-  // For each float of the packed weights, the input channel it belongs to: the packed form of a tensor whose every
-  // weight is its channel index (oneDNN's formats pad with zeros: channel 0, and the zero weight stays zero).
-  void map_channels() {
+  // For each element of `format` (the packed weights, or the framework's), the input channel it belongs to: that
+  // format's form of a tensor whose every weight is its channel index (oneDNN's formats pad with zeros: channel 0,
+  // and the zero weight stays zero).
+  void map_channels(const memory::desc& format) {
     const memory::dims dims = user_weights.get_dims();
     memory::dims strides(dims.size(), 1);  // row-major [O][I][k...]: the logical order, whatever the user's is
     for (size_t i = dims.size() - 1; i > 0; --i) strides[i - 1] = strides[i] * dims[i];
     std::vector<float> index(static_cast<size_t>(strides[0] * dims[0]));
     for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<float>(i % strides[0] / strides[1]);
-    std::vector<float> packed_index(packed_weights.get_size() / sizeof(float));
+    std::vector<float> mapped(format.get_size() / sizeof(float));
     auto& engine = cpu_engine();
     memory from(memory::desc(dims, memory::data_type::f32, strides), engine, index.data());
-    memory to(packed_weights, engine, packed_index.data());
+    memory to(format, engine, mapped.data());
     dnnl::stream stream(engine);
     dnnl::reorder(from, to).execute(stream, from, to);
     stream.wait();
-    channel_of.assign(packed_index.begin(), packed_index.end());
+    channel_of.assign(mapped.begin(), mapped.end());
   }
 
-  // The packed weights times factors[c] for input channel c: what the call runs on instead of scaling its input.
-  const float* scale_weights(const void* packed, const float* factors, std::vector<float>& out) const {
-    const size_t count = channel_of.size();
-    out.resize(count);
+  // The weights times factors[c] for input channel c, in the packed format: what the call runs on instead of
+  // scaling its input.
+  const void* scale_weights(const void* packed, const float* factors, Scaled& out) const {
     const float* w = static_cast<const float*>(packed);
-    for (size_t i = 0; i < count; ++i) out[i] = w[i] * factors[channel_of[i]];
-    return out.data();
+    if (low()) {
+      std::lock_guard<std::mutex> guard(copy_lock);
+      w = framework_weights.at(packed).data();
+    }
+    const size_t count = channel_of.size();
+    out.floats.resize(count);
+    for (size_t i = 0; i < count; ++i) out.floats[i] = w[i] * factors[channel_of[i]];
+    if (!low()) return out.floats.data();
+    out.packed.resize(packed_weights.get_size());
+    auto& engine = cpu_engine();
+    memory from(user_weights, engine, out.floats.data()), to(packed_weights, engine, out.packed.data());
+    dnnl::stream stream(engine);
+    pack_scaled.execute(stream, from, to);
+    stream.wait();
+    return out.packed.data();
   }
 
   // The weights format the primitive for `batch` reads.
@@ -477,6 +498,10 @@ void rebind(Call::Bound& b, const void* src, const void* weights, const void* bi
 // asks for oneDNN or the kernel cannot run it (see sol_dnnl.h).
 std::unique_ptr<sol_kernels::Kernel> own_kernel_for(const sol_dnnl_desc& d) {
   if (d.op == SOL_DNNL_INNER_PRODUCT) return sol_blas::linear_for(d);
+  // bf16-stored activations: the bf16 depthwise kernel (SOL's other convolutions compute fp32 tensors)
+  if (d.op == SOL_DNNL_CONV && d.algorithm == SOL_DNNL_GROUPED &&
+      (d.src.type == SOL_DNNL_BF16 || d.dst.type == SOL_DNNL_BF16))
+    return sol_depthwise::Conv::for_desc(d);
   const sol_dnnl_tensor &src = d.src, &dst = d.dst, &w = d.weights;
   const int32_t channels_last[] = {0, 2, 3, 1};
   const bool nhwc = src.ndims == 4 && dst.ndims == 4 && std::equal(src.order, src.order + 4, channels_last) &&
@@ -641,8 +666,15 @@ int sol_dnnl_pack(void* handle, const void* weights, void* packed) {
     memory to(call->packed_weights, engine, packed);
     dnnl::reorder(from, to).execute(cpu_stream(), from, to);
     cpu_stream().wait();
-    if (call->src_scale && call->channel_of.empty()) call->map_channels();  // prepare runs before any call
+    if (call->src_scale && call->channel_of.empty()) {  // prepare runs before any call
+      call->map_channels(call->low() ? call->user_weights : call->packed_weights);
+      if (call->low()) call->pack_scaled = dnnl::reorder(from, to);
+    }
     std::lock_guard<std::mutex> guard(call->copy_lock);
+    if (call->src_scale && call->low()) {
+      const float* w = static_cast<const float*>(weights);
+      call->framework_weights[packed].assign(w, w + call->user_weights.get_size() / sizeof(float));
+    }
     // per-batch copies of these weights are now stale (find/emplace: see weights_for)
     auto count = call->packs.find(packed);
     if (count == call->packs.end()) call->packs.emplace(packed, 1);
@@ -753,7 +785,7 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
       cpu_stream().wait();
       return 0;
     }
-    std::vector<float> scaled;  // this thread's scaled weights (another thread runs the handle's own buffer)
+    Call::Scaled scaled;  // this thread's scaled weights (another thread runs the handle's own buffer)
     if (factors) weights = call->scale_weights(weights, factors, scaled);
     auto& entry = call->at(batch);
     const sol_dnnl_desc& d = entry.second;
@@ -869,10 +901,13 @@ void time_algorithms(sol_dnnl_fill fill, const int32_t* algorithms, int32_t coun
 extern "C" {
 
 __attribute__((visibility("default"))) void sol_dnnl_time_conv(const int32_t* algorithms, int32_t count,
-                                                               const int64_t* shape, int32_t runs, double* seconds) {
+                                                               const int64_t* shape, int32_t precision, int32_t runs,
+                                                               double* seconds) {
   enum { N, H, W, C, K, G, KH, KW, SH, SW, TOP, LEFT, BOTTOM, RIGHT };
   static thread_local int64_t s[SOL_DNNL_SHAPE_DIMS];
+  static thread_local int32_t type;
   std::copy(shape, shape + SOL_DNNL_SHAPE_DIMS, s);
+  type = precision;
   // the descriptor a generated fill function would write (the shape from the thread-local above)
   sol_dnnl_fill fill = [](int64_t, sol_dnnl_desc* d) {
     const int64_t Ho = (s[H] + s[TOP] + s[BOTTOM] - s[KH]) / s[SH] + 1;
@@ -888,6 +923,10 @@ __attribute__((visibility("default"))) void sol_dnnl_time_conv(const int32_t* al
     sol_dnnl_tensor_set(&d->bias, 1, b, plain);
     const int64_t pad_l[] = {s[TOP], s[LEFT]}, pad_r[] = {s[BOTTOM], s[RIGHT]}, stride[] = {s[SH], s[SW]};
     for (int i = 0; i < 2; ++i) d->stride[i] = stride[i], d->dilation[i] = 0, d->pad_l[i] = pad_l[i], d->pad_r[i] = pad_r[i];
+    if (type == SOL_DNNL_BF16) {  // as in a bf16 model: bf16 operands, its activations stored as bf16 both sides
+      d->precision = SOL_DNNL_BF16;
+      d->src.type = d->dst.type = SOL_DNNL_BF16;
+    }
   };
   const int64_t Ho = (s[H] + s[TOP] + s[BOTTOM] - s[KH]) / s[SH] + 1, Wo = (s[W] + s[LEFT] + s[RIGHT] - s[KW]) / s[SW] + 1;
   time_algorithms(fill, algorithms, count, s[N], s[N] * s[H] * s[W] * s[C], s[K] * s[C] / s[G] * s[KH] * s[KW], s[K],

@@ -61,7 +61,8 @@ typedef struct sol_dnnl_post {
  * ops (otherwise, or on a CPU without AVX2/FMA, the call falls back to oneDNN):
  *   WINOGRAD, WINOGRAD_2X2: Winograd F(4x4, 3x3) or F(2x2, 3x3) (sol_winograd.h): 3x3 kernels, stride 1, no groups;
  *   GROUPED: the direct grouped/depthwise kernel (sol_grouped.h): groups of 8k output channels, or of 1 or 4
- *     output channels with as many input channels. */
+ *     output channels with as many input channels; with bf16-stored src and dst, the bf16 depthwise kernel
+ *     (sol_depthwise.h: eltwise post-ops only, AVX-512BW and AVX512-BF16). */
 enum { SOL_DNNL_DIRECT = 0, SOL_DNNL_WINOGRAD = 1, SOL_DNNL_WINOGRAD_2X2 = 2, SOL_DNNL_GROUPED = 3 };
 /* A Winograd algorithm may be ORed with how its work is split between the threads (sol_winograd.h): without
  * either flag the kernel picks by the size of the transformed weights. */
@@ -87,7 +88,8 @@ typedef struct sol_dnnl_desc {
   /* 1: the input is multiplied by a factor per input channel before the convolution (squeeze-excitation's gate):
    * post_src[number of binary post-ops] points at those C floats, which each call folds into a copy of the packed
    * weights (conv(x * s, w) = conv(x, w * s)), so the scaled input is never written. Forward convolutions with
-   * static weights, no groups, batch 1, run by oneDNN. */
+   * static weights, no groups, batch 1, run by oneDNN; in bf16 the fp32 weights are scaled and packed as bf16 per
+   * call. */
   int32_t src_scale;
   /* The operand type of a forward call (sol.precision): SOL_DNNL_F32, or SOL_DNNL_BF16: src and weights in bf16
    * (an fp32-stored src converted per call, a bf16-stored one read as it is; static weights packed as bf16 once per
@@ -129,10 +131,11 @@ const char* sol_dnnl_impl(void* handle);
  * algorithm cannot run it. Each call starts with its input in the cache and everything else evicted, as in a
  * model. The algorithms are timed in interleaved rounds, so that a burst of load on a shared machine hits them
  * all alike. shape: N, H, W, C, K, groups, kernel h, w, stride h, w, padding top, left,
- * bottom, right. */
+ * bottom, right. precision: SOL_DNNL_F32, or SOL_DNNL_BF16 (bf16 operands, src and dst stored as bf16, as between
+ * the calls of a bf16 model). */
 enum { SOL_DNNL_SHAPE_DIMS = 14 };
-void sol_dnnl_time_conv(const int32_t* algorithms, int32_t count, const int64_t* shape, int32_t runs,
-                        double* seconds);
+void sol_dnnl_time_conv(const int32_t* algorithms, int32_t count, const int64_t* shape, int32_t precision,
+                        int32_t runs, double* seconds);
 /* The same for an inner product of `rows` x `in` by `out` x `in` weights (bias, no post-ops), algorithms DIRECT,
  * LINEAR_1X1 or LINEAR_BLAS, computing in `precision` (SOL_DNNL_F32, or SOL_DNNL_BF16: bf16 operands with src and dst
  * stored as bf16, as between the calls of a bf16 model; MKL's fp32 GEMM is no candidate then). */

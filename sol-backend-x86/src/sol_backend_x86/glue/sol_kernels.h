@@ -139,6 +139,84 @@ SOL_AVX2 __attribute__((always_inline)) inline void post_ops(const std::vector<P
   }
 }
 
+// ---- AVX-512: the eltwise post-ops on 16 floats (MKL's Linear epilogue, the bf16 depthwise kernel) ----
+
+// e^x, |relative error| < 2e-7: 2^n e^r with n = round(x / ln 2), |r| <= ln 2 / 2, e^r by its Taylor polynomial
+// of degree 7 (Horner), 2^n by scalef (which also gives 0 below the float range)
+SOL_AVX512 inline __m512 exp16(__m512 x) {
+  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.7f)), _mm512_set1_ps(-103.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // ln 2 in two parts: r stays exact
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  for (float c : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f}) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+  return _mm512_scalef_ps(p, n);
+}
+
+// erf(x) by Abramowitz and Stegun 7.1.26 (|error| < 1.5e-7), as oneDNN's GELU post-op computes it
+SOL_AVX512 inline __m512 erf16(__m512 x) {
+  const __m512 a = _mm512_abs_ps(x);
+  const __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(a, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
+  __m512 p = _mm512_set1_ps(1.061405429f);
+  for (float c : {-1.453152027f, 1.421413741f, -0.284496736f, 0.254829592f}) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c));
+  p = _mm512_mul_ps(p, t);
+  const __m512 e = _mm512_fnmadd_ps(p, exp16(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), a)), _mm512_set1_ps(1.0f));
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(e), _mm512_and_si512(_mm512_castps_si512(x),
+                                                                                      _mm512_set1_epi32(INT32_MIN))));
+}
+
+// 1 / (1 + e^-x), the reciprocal by rcp14 and one Newton step (|relative error| < 1e-7 where d is finite; a
+// division costs 4-8x as much on 512-bit registers, which made SiLU the dearest part of a depthwise layer)
+SOL_AVX512 inline __m512 logistic16(__m512 x) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 d = _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), x)));
+  const __m512 r = _mm512_rcp14_ps(d);
+  return _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));  // r (2 - d r)
+}
+
+/* Whether eltwise16 computes this eltwise algorithm of sol_dnnl.h. */
+inline bool eltwise16_computes(int alg) {
+  switch (alg) {
+    case SOL_DNNL_RELU: case SOL_DNNL_CLIP: case SOL_DNNL_LINEAR: case SOL_DNNL_GELU_ERF: case SOL_DNNL_GELU_TANH:
+    case SOL_DNNL_LOGISTIC: case SOL_DNNL_SWISH: case SOL_DNNL_HARDSWISH: case SOL_DNNL_HARDSIGMOID:
+      return true;
+    default:
+      return false;
+  }
+}
+
+/* One eltwise post-op (sol_dnnl.h's algorithms, alpha and beta as oneDNN defines them) on 16 floats. */
+SOL_AVX512 inline __m512 eltwise16(int alg, float alpha, float beta, __m512 v) {
+  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+  switch (alg) {
+    case SOL_DNNL_RELU:
+      return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, _mm512_set1_ps(alpha));
+    case SOL_DNNL_CLIP: return _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(alpha)), _mm512_set1_ps(beta));
+    case SOL_DNNL_LINEAR: return _mm512_fmadd_ps(v, _mm512_set1_ps(alpha), _mm512_set1_ps(beta));
+    case SOL_DNNL_LOGISTIC: return logistic16(v);
+    case SOL_DNNL_SWISH: return _mm512_mul_ps(v, logistic16(_mm512_mul_ps(v, _mm512_set1_ps(alpha))));
+    case SOL_DNNL_HARDSIGMOID:
+    case SOL_DNNL_HARDSWISH: {  // min(max(alpha x + beta, 0), 1), times x for hardswish
+      const __m512 gate = _mm512_min_ps(_mm512_max_ps(_mm512_fmadd_ps(v, _mm512_set1_ps(alpha), _mm512_set1_ps(beta)),
+                                                      zero), one);
+      return alg == SOL_DNNL_HARDSWISH ? _mm512_mul_ps(v, gate) : gate;
+    }
+    case SOL_DNNL_GELU_ERF: {
+      const __m512 e = erf16(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)));
+      return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), _mm512_add_ps(e, one));
+    }
+    default: {  // GELU_TANH: 1 + tanh(u) = 2 - 2 / (e^{2u} + 1)
+      const __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.79788456080286536f),
+                                     _mm512_fmadd_ps(_mm512_mul_ps(_mm512_mul_ps(v, v), v), _mm512_set1_ps(0.044715f), v));
+      const __m512 e = exp16(_mm512_add_ps(u, u));
+      const __m512 two = _mm512_set1_ps(2.0f);
+      const __m512 one_plus_tanh = _mm512_sub_ps(two, _mm512_div_ps(two, _mm512_add_ps(e, one)));
+      return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), one_plus_tanh);
+    }
+  }
+}
+
 }  // namespace sol_kernels
 
 #else

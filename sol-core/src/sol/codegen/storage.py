@@ -34,7 +34,7 @@ from .dnn import DnnModule
 
 #: changes whenever the choice of stored tensors or its code changes: part of the cache key of modules that store
 #: reduced (generated code differs without the graph or the toolchain changing)
-VERSION = 3
+VERSION = 4
 
 #: C type generated code declares a tensor stored in a reduced dtype with (its bits; see prelude_cpu.j2)
 STORAGE_CTYPES = {"bfloat16": "uint16_t"}
@@ -93,7 +93,10 @@ def plan_storage(programs: Programs, dnn: DnnModule | None, inputs: Sequence[Ten
                 for i, t in enumerate(layer.inputs):
                     if layer is c.anchor and i in c.dnn.views:
                         continue
-                    if any(layer is p for p in c.prologue) or not dnn.reads_reduced(c.dnn, layer, i):
+                    # of the prologue only the input scale's source is read by the call itself (as its src)
+                    folded = layer is c.dnn.input_scale and t is c.dnn.source
+                    prologue = any(layer is p for p in c.prologue) and not folded
+                    if prologue or not dnn.reads_reduced(c.dnn, layer, i):
                         refused.add(id(top(t)))
                     else:
                         wanted.add(id(top(t)))
