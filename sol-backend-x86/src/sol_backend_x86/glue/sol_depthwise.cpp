@@ -123,7 +123,7 @@ Epilogue epilogue_of(const std::vector<Activation>& post) {
   return GENERIC;
 }
 
-// The post-ops on the 2n registers v (P pixels' 32 channels).
+// The post-ops on the N registers v (N / 2 pixels' 32 channels).
 template <Epilogue E, int N>
 SOL_AVX512_BF16 inline void activate(const Conv& conv, __m512* v) {
   if constexpr (E == CLAMP) {

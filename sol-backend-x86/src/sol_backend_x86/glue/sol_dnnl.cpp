@@ -673,7 +673,11 @@ int sol_dnnl_pack(void* handle, const void* weights, void* packed) {
     std::lock_guard<std::mutex> guard(call->copy_lock);
     if (call->src_scale && call->low()) {
       const float* w = static_cast<const float*>(weights);
-      call->framework_weights[packed].assign(w, w + call->user_weights.get_size() / sizeof(float));
+      // find/emplace, not operator[] (see weights_for)
+      auto kept = call->framework_weights.find(packed);
+      if (kept == call->framework_weights.end())
+        kept = call->framework_weights.emplace(packed, std::vector<float>()).first;
+      kept->second.assign(w, w + call->user_weights.get_size() / sizeof(float));
     }
     // per-batch copies of these weights are now stale (find/emplace: see weights_for)
     auto count = call->packs.find(packed);
