@@ -30,11 +30,10 @@ import _graph_builders as builders  # noqa: E402
 RNG = np.random.default_rng(5)
 BF16_BOUND = 2e-2  # as test_precision: bf16 operands, fp32 accumulation
 FP32_ABOVE = 1e-5  # an fp32 run stays near 1e-6: the check that bf16 ran
-KERNEL_FLAGS = ("avx512bw", "avx512_bf16")
 
 pytestmark = pytest.mark.skipif(
     onednn_paths() is None or not precision.native_bf16()
-    or not all(f in cpuinfo.host_flags() for f in KERNEL_FLAGS),
+    or not all(f in cpuinfo.host_flags() for f in grouped.BF16_KERNEL_FLAGS),
     reason="needs oneDNN and a CPU with AVX-512BW and AVX512-BF16 (the bf16 depthwise kernel's instructions)")
 
 

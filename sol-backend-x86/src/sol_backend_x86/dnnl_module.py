@@ -148,7 +148,7 @@ class OneDnnModule(DnnModule):
         anchor = call.anchor
         if not self.reduced or anchor.op not in _OP or _backward(anchor):
             return False
-        return not (anchor.op == "conv" and self._grouped(call) and not grouped.computes_bf16(anchor))
+        return not (anchor.op == "conv" and self._grouped(call) and not grouped.depthwise(anchor))
 
     def _grouped(self, call: DnnCall) -> bool:
         """Whether the conv runs as SOL's fp32 grouped kernel (decided once per call: the choice may be timed)."""
@@ -274,7 +274,7 @@ class OneDnnModule(DnnModule):
                              f"{winograd.name(algorithm)}: see sol_winograd.h")
             elif self._grouped(call):
                 lines.append("d->algorithm = SOL_DNNL_GROUPED;  // SOL's grouped/depthwise kernel: see "
-                             + ("sol_depthwise.h" if self.reduced and grouped.computes_bf16(anchor) else "sol_grouped.h"))
+                             + ("sol_depthwise.h" if self.reduced and grouped.depthwise(anchor) else "sol_grouped.h"))
             lines += _tensor("d->src", x.shape, kc.layout(x))
             lines += _tensor("d->dst", out.shape, kc.layout(out))
             lines += _tensor("d->weights", *_conv_weights(anchor.op, w.shape, groups))

@@ -75,7 +75,7 @@ def eligible(layer: Layer, post_ops: list[Layer]) -> bool:
 def choose(layer: Layer, post_ops: list[Layer], tuner: Tuner | None, precision: str = "fp32") -> bool:
     """Whether ``layer`` runs as SOL's grouped kernel: timed on this machine (autotuning) or by the heuristic.
 
-    In bf16 a depthwise convolution runs as SOL's bf16 depthwise kernel (computes_bf16) or in oneDNN, both reading
+    In bf16 a depthwise convolution runs as SOL's bf16 depthwise kernel (see depthwise) or in oneDNN, both reading
     and writing the bf16 activations around it (SOL's fp32 grouped kernel would need them in fp32: a conversion
     before and after). Groups of several channels keep the fp32 choice: oneDNN's im2col+GEMM stays slow in bf16.
     """
@@ -92,7 +92,7 @@ def choose(layer: Layer, post_ops: list[Layer], tuner: Tuner | None, precision: 
     if not eligible(layer, post_ops):
         return False
     shape = shape_of(layer)
-    assert shape is not None
+    assert shape is not None  # eligible
     if tuner is not None and sol.config["autotuning"] and worth_timing(shape):
         return tuner.fastest(shape, (DIRECT, GROUPED)) == GROUPED
     return heuristic(shape)
@@ -101,18 +101,14 @@ def choose(layer: Layer, post_ops: list[Layer], tuner: Tuner | None, precision: 
 #: fused activations the bf16 depthwise kernel computes (sol_kernels::eltwise16); it takes no binary post-ops
 _BF16_ACTIVATIONS = frozenset({"relu", "leaky_relu", "clamp", "silu", "sigmoid", "hardswish", "hardsigmoid", "gelu"})
 #: CPU flags the bf16 depthwise kernel needs (sol_depthwise.cpp's own check agrees: the call falls back otherwise)
-_BF16_FLAGS = ("avx512f", "avx512bw", "avx512_bf16")
+BF16_KERNEL_FLAGS = ("avx512f", "avx512bw", "avx512_bf16")
 
 
 def depthwise(layer: Layer) -> bool:
-    """A 2-D convolution with one input and one output channel per group."""
+    """A 2-D convolution with one input and one output channel per group: in a bf16 model, the grouped choice of
+    such a layer is the bf16 depthwise kernel (bf16 in and out), of any other the fp32 grouped kernel."""
     shape = shape_of(layer)
     return shape is not None and shape[3] == shape[4] == shape[5] > 1
-
-
-def computes_bf16(layer: Layer) -> bool:
-    """Whether the grouped choice of this layer in a bf16 model is the bf16 depthwise kernel (bf16 in and out)."""
-    return depthwise(layer)
 
 
 def bf16_eligible(layer: Layer, post_ops: list[Layer]) -> bool:
@@ -122,7 +118,7 @@ def bf16_eligible(layer: Layer, post_ops: list[Layer]) -> bool:
     if not all(p.op in _BF16_ACTIVATIONS and len(p.inputs) == 1 for p in post_ops):
         return False
     flags = cpuinfo.host_flags()
-    return all(f in flags for f in _BF16_FLAGS)
+    return all(f in flags for f in BF16_KERNEL_FLAGS)
 
 
 def worth_timing(shape: tuple[int, ...]) -> bool:

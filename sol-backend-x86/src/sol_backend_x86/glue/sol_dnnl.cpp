@@ -830,6 +830,14 @@ namespace {
 // Which algorithm the timing functions' fill callbacks write (one call is prepared per algorithm in turn).
 thread_local int32_t timed_algorithm;
 
+// A timed descriptor computing in `precision` (SOL_DNNL_BF16: as in a bf16 model, bf16 operands with its activations
+// stored as bf16 both sides).
+void in_precision(sol_dnnl_desc* d, int32_t precision) {
+  if (precision != SOL_DNNL_BF16) return;
+  d->precision = SOL_DNNL_BF16;
+  d->src.type = d->dst.type = SOL_DNNL_BF16;
+}
+
 // One prepared call (and packed weights) per algorithm, timed on arbitrary data in interleaved rounds; seconds[i]
 // as sol_dnnl.h says, or -1 when algorithms[i] cannot run the shape.
 void time_algorithms(sol_dnnl_fill fill, const int32_t* algorithms, int32_t count, int64_t batch, int64_t x_floats,
@@ -927,10 +935,7 @@ __attribute__((visibility("default"))) void sol_dnnl_time_conv(const int32_t* al
     sol_dnnl_tensor_set(&d->bias, 1, b, plain);
     const int64_t pad_l[] = {s[TOP], s[LEFT]}, pad_r[] = {s[BOTTOM], s[RIGHT]}, stride[] = {s[SH], s[SW]};
     for (int i = 0; i < 2; ++i) d->stride[i] = stride[i], d->dilation[i] = 0, d->pad_l[i] = pad_l[i], d->pad_r[i] = pad_r[i];
-    if (type == SOL_DNNL_BF16) {  // as in a bf16 model: bf16 operands, its activations stored as bf16 both sides
-      d->precision = SOL_DNNL_BF16;
-      d->src.type = d->dst.type = SOL_DNNL_BF16;
-    }
+    in_precision(d, type);
   };
   const int64_t Ho = (s[H] + s[TOP] + s[BOTTOM] - s[KH]) / s[SH] + 1, Wo = (s[W] + s[LEFT] + s[RIGHT] - s[KW]) / s[SW] + 1;
   time_algorithms(fill, algorithms, count, s[N], s[N] * s[H] * s[W] * s[C], s[K] * s[C] / s[G] * s[KH] * s[KW], s[K],
@@ -952,10 +957,7 @@ __attribute__((visibility("default"))) void sol_dnnl_time_linear(const int32_t* 
     sol_dnnl_tensor_set(&d->weights, 2, w, plain);
     sol_dnnl_tensor_set(&d->dst, 2, dst, plain);
     sol_dnnl_tensor_set(&d->bias, 1, b, plain);
-    if (type == SOL_DNNL_BF16) {  // as in a bf16 model: bf16 operands, its activations stored as bf16 both sides
-      d->precision = SOL_DNNL_BF16;
-      d->src.type = d->dst.type = SOL_DNNL_BF16;
-    }
+    in_precision(d, type);
   };
   time_algorithms(fill, algorithms, count, m, m * c, k * c, k, m * k, runs, seconds);
 }

@@ -152,7 +152,8 @@ class DnnModule(abc.ABC):
         return False
 
     def reads_reduced(self, call: DnnCall, layer: Layer, index: int) -> bool:
-        """Whether ``call`` can read input ``index`` of ``layer`` (its anchor or a post-op) stored in
+        """Whether ``call`` can read input ``index`` of ``layer`` (its anchor, a post-op, or its input scale, whose
+        source the call reads as its input) stored in
         `reduced_storage`'s dtype, as the operand type it computes in (True) or at least correctly (a post-op's
         operand). The render then finds the stored dtype with ``KernelContext.stored``."""
         return False

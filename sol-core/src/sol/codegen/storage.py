@@ -93,10 +93,7 @@ def plan_storage(programs: Programs, dnn: DnnModule | None, inputs: Sequence[Ten
                 for i, t in enumerate(layer.inputs):
                     if layer is c.anchor and i in c.dnn.views:
                         continue
-                    # of the prologue only the input scale's source is read by the call itself (as its src)
-                    folded = layer is c.dnn.input_scale and t is c.dnn.source
-                    prologue = any(layer is p for p in c.prologue) and not folded
-                    if prologue or not dnn.reads_reduced(c.dnn, layer, i):
+                    if not dnn.reads_reduced(c.dnn, layer, i):
                         refused.add(id(top(t)))
                     else:
                         wanted.add(id(top(t)))
