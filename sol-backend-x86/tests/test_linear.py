@@ -95,7 +95,7 @@ def test_linear_as_matmul_matches_reference(monkeypatch: pytest.MonkeyPatch, pre
         assert np.abs(got - want).max() <= bound * np.abs(want).max(), f"batch {batch}"
 
 
-def test_bf16_linears_are_timed_in_bf16_with_the_matmul(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bf16_linears_run_as_the_matmul_and_are_timed_in_bf16_without_it(monkeypatch: pytest.MonkeyPatch) -> None:
     tuner = X86Flavour().dnn.tuner  # type: ignore[union-attr]
     assert tuner is not None
     asked: list[tuple[tuple[int, ...], str]] = []
@@ -108,12 +108,15 @@ def test_bf16_linears_are_timed_in_bf16_with_the_matmul(monkeypatch: pytest.Monk
     x = big.add_input("x", [Dim(BATCH, Purpose.N), Dim(197, Purpose.S), Dim(768, Purpose.C)])
     big.add_layer("linear", [x, big.add_param("fc.weight", _f32(768, 768))], name="fc")
     layer = big.layers[0]
-    monkeypatch.setitem(sol.config, "autotuning", True)
     monkeypatch.setattr(tuner, "timings", timings)
-    assert linear.choose(layer, [], tuner, reduced=True) == linear.LINEAR_MATMUL
-    assert asked == [((0, linear.LINEAR_1X1, linear.LINEAR_MATMUL), "linear bf16")]
+    for autotuning in (True, False):  # untimed: the same choice either way
+        monkeypatch.setitem(sol.config, "autotuning", autotuning)
+        assert linear.choose(layer, [], tuner, reduced=True) == linear.LINEAR_MATMUL
+    assert asked == []
+    monkeypatch.setitem(sol.config, "autotuning", True)
     monkeypatch.setitem(sol.config, linear.LINEAR_MATMUL_KEY.name, False)
     assert linear.choose(layer, [], tuner, reduced=True) == linear.LINEAR_1X1
+    assert asked == [((0, linear.LINEAR_1X1), "linear bf16")]
     # fp32 keeps its candidates and timings: the matmul is none of them
     monkeypatch.setattr(tuner, "blas", None)
     asked.clear()

@@ -299,8 +299,8 @@ class OneDnnModule(DnnModule):
             rows = cexpr.mul(*(cexpr.size(s) for s in x.shape[:-1]))
             algorithm = linear.choose(anchor, call.post_ops, self.tuner, self.reduced)
             if algorithm != linear.DIRECT:
-                lines.append(f"d->algorithm = {linear.GLUE_NAMES[algorithm]};  // timed faster than the inner "
-                             "product: see linear.py")
+                lines.append(f"d->algorithm = {linear.GLUE_NAMES[algorithm]};  // instead of the inner product: "
+                             "see linear.py")
             lines += _tensor("d->src", (rows, x.shape[-1]), (0, 1))
             lines += _tensor("d->weights", (w.shape[0], x.shape[-1]), (0, 1))
             lines += _tensor("d->dst", (rows, out.shape[-1]), (0, 1))

@@ -15,11 +15,16 @@ glue/sol_blas.h): on this project's AVX-512 machine it ran BERT-base's layers (1
 332-350 GFLOP/s on two cores against 279-295 for the inner product and 288-314 for the convolution (one
 interleaved timing). Its bias and post-ops (`blas_computes`) follow row by row in the glue.
 
-A model computing in bf16 times its Linear layers in bf16 (the activations stored as bf16 on both sides, as
-in the model), where MKL's fp32 GEMM is no candidate and oneDNN's matmul is one (SOL_DNNL_LINEAR_MATMUL; its AMX
-blocking differs from the inner product's). On the AMX machine the three ran within the noise of each other
-(600-1000 GFLOP/s on ViT-B/16's and the encoder's shapes, the winner changing between two timings of a shared
-machine; docs/x86.md).
+A model computing in bf16 runs its Linear layers as oneDNN's matmul (SOL_DNNL_LINEAR_MATMUL; its AMX blocking
+differs from the inner product's), untimed. Inside ViT-B/16 on the AMX machine it was the fastest of the three on
+every shape (medians of 120 calls per shape, oneDNN's own timer: 197 x 768 -> 2304 0.47 ms against 0.61 for the
+inner product, 3072 -> 768 0.78 against 0.92-0.95, 768 -> 3072 0.72 against 0.92 and 0.74 for the 1x1
+convolution, 768 -> 768 0.19 against 0.24-0.27), and the whole model ran 36.0 ms against 45.0 with the inner
+product everywhere (docs/x86.md). Timed alone (cold caches, as the fp32 choice is), the same shapes ran 1.5-2x
+slower than inside the model and their ranking changed from one timing to the next: the inner product of 197 x
+768 -> 3072 took 0.56 ms in one timing and 1.43 in the next, so a timing picked it for some layers and cost the
+model up to a quarter of its time. ``x86::linear_matmul`` off leaves bf16 Linears to that timing (inner product
+against the 1x1 convolution, in bf16).
 """
 
 from __future__ import annotations
@@ -38,8 +43,9 @@ LINEAR_1X1_KEY = ConfigKey("x86::linear_1x1", bool, True,
                            "product (timed per shape when autotuning is on; ViT-B/16's layers 1.1-1.5x).")
 
 LINEAR_MATMUL_KEY = ConfigKey("x86::linear_matmul", bool, True,
-                              "In bf16, time oneDNN's matmul as a third kernel for Linear layers (its AMX blocking "
-                              "differs from the inner product's) and run it where faster.")
+                              "In bf16, run Linear layers as oneDNN's matmul (its AMX blocking differs from the inner "
+                              "product's; ViT-B/16 36.0 against 45.0 ms); off: time the inner product against the 1x1 "
+                              "convolution.")
 
 #: SOL_DNNL_LINEAR_1X1, SOL_DNNL_LINEAR_BLAS and SOL_DNNL_LINEAR_MATMUL in sol_dnnl.h (DIRECT: the inner product; an
 #: alternative must beat it by tuning.MARGIN)
@@ -78,20 +84,22 @@ def blas_computes(post_ops: Sequence[Layer]) -> bool:
 def choose(layer: Layer, post_ops: Sequence[Layer], tuner: Tuner | None, reduced: bool = False) -> int:
     """How the Linear ``layer`` with its fused ``post_ops`` runs: DIRECT (oneDNN's inner product), LINEAR_1X1 or
     LINEAR_BLAS, the last two only where timed faster on this machine. Trained weights stay with the inner
-    product, and MKL's fp32 GEMM is no candidate for a call that computes in bf16 (``reduced``): those are timed in
-    bf16, with oneDNN's matmul (LINEAR_MATMUL) as a third candidate."""
-    if layer.op != "linear" or layer.attrs.get("trained_params") or tuner is None or not sol.config["autotuning"]:
+    product. A call that computes in bf16 (``reduced``) runs as oneDNN's matmul (LINEAR_MATMUL, see the module
+    docstring); with ``x86::linear_matmul`` off it is timed in bf16, where MKL's fp32 GEMM is no candidate."""
+    if layer.op != "linear" or layer.attrs.get("trained_params") or tuner is None:
+        return DIRECT
+    if reduced and sol.config.get(LINEAR_MATMUL_KEY.name, True):
+        return LINEAR_MATMUL
+    if not sol.config["autotuning"]:
         return DIRECT
     allowed = [LINEAR_1X1] if sol.config.get(LINEAR_1X1_KEY.name, True) else []
     if tuner.blas is not None and not reduced and blas_computes(post_ops):
         allowed.append(LINEAR_BLAS)
-    if reduced and sol.config.get(LINEAR_MATMUL_KEY.name, True):
-        allowed.append(LINEAR_MATMUL)
     shape = shape_of(layer)
     if not allowed or shape is None or not worth_timing(shape[0] * shape[1] * shape[2]):
         return DIRECT
-    if reduced:  # timed as it runs, in bf16 (oneDNN's AMX kernels rank otherwise than its fp32 ones), with its matmul
-        return tuner.fastest(shape, (DIRECT, LINEAR_1X1, LINEAR_MATMUL), allowed, kind="linear bf16")
+    if reduced:  # timed as it runs, in bf16 (oneDNN's AMX kernels rank otherwise than its fp32 ones)
+        return tuner.fastest(shape, (DIRECT, LINEAR_1X1), allowed, kind="linear bf16")
     candidates = (DIRECT, LINEAR_1X1, LINEAR_BLAS) if tuner.blas is not None else (DIRECT, LINEAR_1X1)
     return tuner.fastest(shape, candidates, allowed, kind="linear")
 
