@@ -8,7 +8,16 @@ from dataclasses import dataclass
 from ...ir import Layer
 from .. import cexpr
 from ..nest import Block, Emit, Loop, Node, Stmt, index_vars, nest, nest_in_order
-from .base import BLOCK_CHANNEL, CHANNEL_BLOCK, KernelContext, block_width, channel_blocks, ctype_of, kernel, spatial_padding
+from .base import (
+    BLOCK_CHANNEL,
+    CHANNEL_BLOCK,
+    KernelContext,
+    block_width,
+    channel_blocks,
+    ctype_of,
+    kernel,
+    spatial_padding,
+)
 
 
 def _lowest(dtype: str, t: str) -> str:
