@@ -1,9 +1,10 @@
 """Global pooling of a channels-last map (sol.codegen.kernels.pool's row-chunked nest).
 
-After a oneDNN convolution the map lies NHWC; a global average or max pool then runs as tasks of (image, chunk of
-pixel rows, block of 16 channels), each writing partial results that a second loop combines per channel. The
-shapes cover fewer rows than chunks (7x7), more rows than chunks (37 rows), a single row, channel counts that are
-not a multiple of 16 (the masked last block), several images (partials per image), and bf16 storage.
+After a oneDNN convolution the map lies NHWC; a global average or max pool then runs as tasks of (image, block of
+16 channels) and, on images of at least 2 x GLOBAL_POOL_CHUNK_ROWS rows, of chunks of pixel rows too, each chunk
+writing partial results that a second loop combines per channel. The shapes cover both paths, chunks of unequal
+rows (37 rows in 9 chunks), a single row, channel counts that are not a multiple of 16 (the masked last block),
+several images (partials per image), and bf16 storage.
 """
 
 from __future__ import annotations
@@ -46,19 +47,22 @@ def _pool_graph(name: str, channels: int, height: int, width: int) -> Graph:
     return g
 
 
-@pytest.mark.parametrize("channels,height,width", [
-    (20, 7, 7),    # 7 rows: fewer than the 16 chunks; a masked second block of channels
-    (48, 37, 3),   # 37 rows over 16 chunks of 2-3 rows
-    (33, 1, 50),   # one row: one chunk
+@pytest.mark.parametrize("channels,height,width,chunked", [
+    (20, 7, 7, False),    # 7 rows: one chunk, split by channels alone; a masked second block of channels
+    (48, 37, 3, True),    # 37 rows in 9 chunks of 4-5 rows
+    (24, 20, 20, True),   # 20 rows in 5 chunks
+    (33, 1, 50, False),   # one row
 ])
 @pytest.mark.parametrize("computed_in", ["fp32", "bf16"])
 def test_global_pools_of_a_channels_last_map_match_the_reference(channels: int, height: int, width: int,
-                                                                  computed_in: str) -> None:
+                                                                  chunked: bool, computed_in: str) -> None:
     if computed_in == "bf16" and not precision.native_bf16():
         pytest.skip("the CPU has no native bf16")
     g = _pool_graph(f"global_pool_{channels}_{height}_{width}_{computed_in}", channels, height, width)
     compiled = compile_graph(g, "x86", passes=False, precision=computed_in)
-    assert compiled.source_path.read_text().count("sol_part = new") == 2  # the row-chunked nest, for both pools
+    source = compiled.source_path.read_text()
+    assert source.count("for (int64_t cb = 0; cb < ") == 2  # both pools in the channels-last nest
+    assert source.count("sol_part = new") == (2 if chunked else 0)  # its row-chunked form
     params = {name: t.data for name, t in g.params.items()}
     for batch in (1, 3):
         inputs = [builders.f32(RNG, batch, 8, height, width)]

@@ -261,10 +261,13 @@ def adaptive_pool(layer: Layer, kc: KernelContext) -> list[Node]:
     return nest(ovars, [cexpr.size(s) for s in out.shape], body, vector_last=False)
 
 
-#: chunks of pixel rows a global pool's image is split into: tasks are (image, row chunk, channel block), so a
+#: chunks of pixel rows a large global pool's image is split into: tasks are (image, row chunk, channel block), so a
 #: thread reads the rows its core's producer wrote (a 2-core split of the rows), and each image's partial results
 #: per chunk are combined per channel afterwards
 GLOBAL_POOL_ROW_CHUNKS = 16
+#: rows per chunk at least: a smaller image (7x7, 14x14 at 3 chunks) is not worth partial results; resnet50's final
+#: 7x7x2048 pool took 31-35 us in 7 chunks against 13-14 us split by channels alone
+GLOBAL_POOL_CHUNK_ROWS = 4
 
 
 def _global_pool_channels_last(layer: Layer, kc: KernelContext) -> list[Node]:
@@ -272,55 +275,66 @@ def _global_pool_channels_last(layer: Layer, kc: KernelContext) -> list[Node]:
 
     The generic nest reduces one channel at a time, striding by C through the
     whole image: every cache line is fetched once per channel. Here a task
-    owns a cache line's worth of channels of a chunk of pixel rows and walks
-    its pixels once, with a SIMD loop over its channels; a second loop
-    combines the chunks' partial results per channel.
+    owns a cache line's worth of channels and walks its pixels once, with a
+    SIMD loop over its channels. On large images a task covers a chunk of
+    pixel rows, and a second loop combines the chunks' partial results per
+    channel.
 
     Split by channels alone, every thread walked all the rows: efficientnet_b0's
     squeeze-excitation pools read half their input from the other core's cache
-    (0.43 ms for its 17 pools in bf16, 10-15 GB/s; 56x56x144: 88-108 us).
+    (0.43 ms for its 17 pools in bf16, 10-15 GB/s; 56x56x144: 88-108 us; 0.24 ms
+    and 40 us split by rows).
     """
     x, out = layer.inputs[0], layer.outputs[0]
     t = ctype_of(out, layer)
     is_max = layer.op == "adaptive_max_pool"
     acc_t = t if is_max else "double"
     r = x.rank - 2
-    channels, block = cexpr.size(x.shape[1]), CHANNEL_BLOCK
+    channels, block, batch = cexpr.size(x.shape[1]), CHANNEL_BLOCK, cexpr.size(x.shape[0])
     spatial = index_vars("s", r)
     rows = cexpr.mul(*(cexpr.size(s) for s in x.shape[2:-1]))
     static_rows = math.prod(x.shape[2:-1]) if all(isinstance(s, int) for s in x.shape[2:-1]) else None
-    chunks = min(GLOBAL_POOL_ROW_CHUNKS, static_rows) if static_rows else GLOBAL_POOL_ROW_CHUNKS  # none empty
+    chunks = GLOBAL_POOL_ROW_CHUNKS if static_rows is None else \
+        min(GLOBAL_POOL_ROW_CHUNKS, static_rows // GLOBAL_POOL_CHUNK_ROWS)
     decompose: list[Node] = [Stmt("int64_t rest = row;")]
     for name, size in reversed(list(zip(spatial[1:-1], x.shape[3:-1], strict=True))):
         decompose.append(Stmt(f"const int64_t {name} = rest % {cexpr.size(size)}; rest /= {cexpr.size(size)};"))
     decompose.append(Stmt(f"const int64_t {spatial[0]} = rest;") if r > 1 else Stmt("(void)rest;"))
     xv = kc.load(x, ["n", BLOCK_CHANNEL, *spatial])
     start = _lowest(out.dtype, t) if is_max else "0"
+    count = cexpr.mul(*(cexpr.size(s) for s in x.shape[2:]))
 
     def combine(acc: str, value: str) -> Stmt:
         return Stmt(f"{acc} = sol_max<{t}>({acc}, {value});" if is_max else f"{acc} += {value};")
 
+    def result(acc: str) -> str:
+        return acc if is_max else f"({t})({acc} / (double)({count}))"
+
+    def task(first_row: str, end_row: str, finish: Node) -> list[Node]:
+        """A block of channels over rows [first_row, end_row): ``finish`` per channel j of the block."""
+        return [Block([
+            Stmt(f"const int64_t width = {block_width(channels)};"),
+            Stmt(f"{acc_t} acc[{block}];"),
+            Loop("j", str(block), [Stmt(f"acc[j] = {start};")], vector=True),
+            Loop("row", end_row, [*decompose, Loop(spatial[-1], cexpr.size(x.shape[-1]), [
+                Loop("j", "width", [combine("acc[j]", xv)], vector=True)])], start=first_row),
+            Loop("j", "width", [finish]),
+        ])]
+
+    if chunks <= 1:
+        return [Loop("n", batch, [Loop("cb", channel_blocks(channels), task(
+            "0", rows, Emit(result("acc[j]"), ("n", BLOCK_CHANNEL, *["0"] * r))), parallel=True)], parallel=True)]
     part = f"sol_part[(n * {chunks} + chunk) * {channels} + {BLOCK_CHANNEL}]"
-    task: list[Node] = [Block([
-        Stmt(f"const int64_t width = {block_width(channels)};"),
-        Stmt(f"const int64_t r0 = chunk * {rows} / {chunks}, r1 = (chunk + 1) * {rows} / {chunks};"),
-        Stmt(f"{acc_t} acc[{block}];"),
-        Loop("j", str(block), [Stmt(f"acc[j] = {start};")], vector=True),
-        Loop("row", "r1", [*decompose, Loop(spatial[-1], cexpr.size(x.shape[-1]), [
-            Loop("j", "width", [combine("acc[j]", xv)], vector=True)])], start="r0"),
-        Loop("j", "width", [Stmt(f"{part} = acc[j];")]),
-    ])]
-    partials = Loop("n", cexpr.size(x.shape[0]), [Loop("chunk", str(chunks), [
-        Loop("cb", channel_blocks(channels), task, parallel=True)], parallel=True)], parallel=True)
-    count = cexpr.mul(*(cexpr.size(s) for s in x.shape[2:]))
-    value = "acc" if is_max else f"({t})(acc / (double)({count}))"
-    combined = Loop("n", cexpr.size(x.shape[0]), [Loop("c", channels, [
+    chunked = task(f"chunk * {rows} / {chunks}", f"(chunk + 1) * {rows} / {chunks}", Stmt(f"{part} = acc[j];"))
+    partials = Loop("n", batch, [Loop("chunk", str(chunks), [
+        Loop("cb", channel_blocks(channels), chunked, parallel=True)], parallel=True)], parallel=True)
+    combined = Loop("n", batch, [Loop("c", channels, [
         Stmt(f"{acc_t} acc = {start};"),
         Loop("k", str(chunks), [combine("acc", f"sol_part[(n * {chunks} + k) * {channels} + c]")]),
-        Emit(value, ("n", "c", *["0"] * r)),
+        Emit(result("acc"), ("n", "c", *["0"] * r)),
     ], parallel=True)], parallel=True)
     return [Block([
-        Stmt(f"{acc_t}* sol_part = new {acc_t}[{cexpr.size(x.shape[0])} * {chunks} * {channels}];"),
+        Stmt(f"{acc_t}* sol_part = new {acc_t}[{batch} * {chunks} * {channels}];"),
         partials, combined,
         Stmt("delete[] sol_part;"),
     ])]
