@@ -13,7 +13,8 @@ with the same thread count: a crash or a leak stays in that child. Timings are
 medians of repeated runs after warm-up, measured in interleaved blocks (each
 round runs every peer once, in rotated order) so that drift of a shared machine
 hits all peers alike; before each block the other peers' thread pools get
-`--settle-ms` to stop spinning. The table shows SOL against the fastest peer
+`--settle-ms` to stop spinning, and the peer runs untimed for `--ramp-ms`
+while the cores speed up again. The table shows SOL against the fastest peer
 twice: the ratio of the two medians, and the median (with IQR) of the
 per-round ratios of their blocks' medians, which a slow phase of a shared
 machine spanning a round does not tip. Every peer's output is checked against eager PyTorch (or,
@@ -65,6 +66,11 @@ BF16_PEERS = ("eager", "ort", "openvino", "sol")
 RTOL, ATOL = 1e-4, 1e-5
 #: ms before each peer's block of timed runs (see Worker._measure); ONNX Runtime's pool spins for tens of ms
 SETTLE_MS = 100.0
+#: untimed calls for at least this many ms after the settle pause: the cores come back from the pause at a lower
+#: speed. On the 2-core AMX VM, resnet18 in bf16 took 6.7, 4.1, 3.3, 2.9, 2.8, 2.6 ms on the calls after a 100 ms
+#: sleep against 2.5 steadily (SOL; OpenVINO 6.9, 4.0, 3.4, 2.9, 2.8, 2.7 against 2.5), so a block timed from the
+#: second call on measured the ramp as much as the model
+RAMP_MS = 30.0
 TRAIN_BATCH = {"mlp": 64}  # training batch per model; CNNs and the rest: 16
 TRAIN_BATCH_DEFAULT = 16
 FLUSH_NOTE = ("denormals: torch and SOL run with torch.set_flush_denormal(True) set before any thread starts "
@@ -540,6 +546,7 @@ class Worker:
         """Warm-up, then interleaved rounds: each round runs a block of every peer in rotated order."""
         runs, rounds, warmup = self.spec["runs"], self.spec["rounds"], self.spec["warmup"]
         budget, settle = self.spec["max_seconds"], self.spec.get("settle_ms", SETTLE_MS) / 1e3
+        ramp = self.spec.get("ramp_ms", RAMP_MS) / 1e3
         names = [n for n in self.spec["peers"] if n in self.fns]
         planned: dict[str, int] = {}
         for name in names:
@@ -563,8 +570,12 @@ class Worker:
                 # another peer's was measured against those spinning threads: SOL's efficientnet_b0 ran 7.9 ms in
                 # blocks right after ONNX Runtime's against 3.7 ms alone. So the other pools settle first, and one
                 # untimed call wakes this peer's own threads and caches: each peer is timed in its steady state.
+                # Untimed calls go on for RAMP_MS, while the cores speed up again after the pause.
                 time.sleep(settle)
+                ramp_end = time.perf_counter() + ramp
                 fn()
+                while time.perf_counter() < ramp_end:
+                    fn()
                 block_ms = []
                 for _ in range(block):
                     start = time.perf_counter_ns()
@@ -921,7 +932,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds the timed runs are split into")
     parser.add_argument("--settle-ms", type=float, default=SETTLE_MS,
                         help=f"pause before each peer's block of timed runs, for the other peers' thread pools to "
-                             f"stop spinning (followed by one untimed call); default {SETTLE_MS:g}")
+                             f"stop spinning (followed by --ramp-ms of untimed calls); default {SETTLE_MS:g}")
+    parser.add_argument("--ramp-ms", type=float, default=RAMP_MS,
+                        help=f"untimed calls for this long after the settle pause, while the cores speed up again "
+                             f"({RAMP_MS:g})")
     parser.add_argument("--max-seconds", type=float, default=60.0,
                         help="time budget per peer for the timed runs (at least 3 runs); default 60")
     parser.add_argument("--peers", default=None, help=f"comma-separated subset of {','.join(PEERS)} (default: all)")
@@ -974,7 +988,8 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "argv": argv, "cpu": cpu_name(), "cpus_usable": len(os.sched_getaffinity(0)), "cpus_total": os.cpu_count(),
         "threads": threads, "mode": args.mode, "precision": args.precision, "peers": peers, "runs": args.runs, "warmup": args.warmup,
-        "rounds": args.rounds, "settle_ms": args.settle_ms, "max_seconds_per_peer": args.max_seconds,
+        "rounds": args.rounds, "settle_ms": args.settle_ms, "ramp_ms": args.ramp_ms,
+        "max_seconds_per_peer": args.max_seconds,
         "rtol": RTOL, "atol": ATOL,
         "denormals": FLUSH_NOTE, "versions": dist_versions(), "sol_versions": sol.versions(), "logs": str(log_dir),
     }
@@ -994,7 +1009,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name} batch {batch}, {t} thread(s) ...", flush=True)
                 spec = {"model": name, "onnx": onnx_path, "batch": batch, "threads": t, "mode": args.mode,
                         "peers": peers, "requested_peers": peers, "runs": args.runs, "warmup": args.warmup,
-                        "rounds": args.rounds, "settle_ms": args.settle_ms, "max_seconds": args.max_seconds,
+                        "rounds": args.rounds, "settle_ms": args.settle_ms, "ramp_ms": args.ramp_ms,
+                        "max_seconds": args.max_seconds,
                         "timeout": args.timeout, "precision": args.precision,
                         "sol_cached": not args.no_sol_cached, "keep": args.keep}
                 result = run_config(spec, log_dir)

@@ -30,10 +30,10 @@ def run_bench(tmp_path: Path, *args: str) -> dict:
 
 
 def test_inference_eager_and_sol(tmp_path):
-    data = run_bench(tmp_path, "--peers", "eager,sol", "--settle-ms", "5")
+    data = run_bench(tmp_path, "--peers", "eager,sol", "--settle-ms", "5", "--ramp-ms", "2")
     meta = data["meta"]
     assert meta["threads"] == [1] and meta["mode"] == "inference" and meta["peers"] == ["eager", "sol"]
-    assert meta["settle_ms"] == 5
+    assert meta["settle_ms"] == 5 and meta["ramp_ms"] == 2
     assert meta["sol_versions"]["sol"] and meta["versions"]["torch"] and meta["cpu"]
     [row] = data["results"]
     assert (row["model"], row["batch"], row["threads"]) == ("mlp", 1, 1)
