@@ -92,7 +92,10 @@ def test_mkl_is_a_candidate_only_where_it_computes_the_call(monkeypatch: pytest.
     assert linear.choose(layer, [], tuner) == linear.LINEAR_BLAS
     assert linear.choose(layer, [gelu], tuner) == (linear.LINEAR_BLAS if host_has_avx512() else linear.DIRECT)
     assert linear.choose(layer, [sigmoid], tuner) == linear.DIRECT  # the epilogue has no sigmoid
-    assert linear.choose(layer, [], tuner, reduced=True) == linear.DIRECT  # bf16 calls stay with oneDNN
+    # bf16 calls stay with oneDNN: its matmul, or with that off the timed choice without MKL's fp32 GEMM
+    assert linear.choose(layer, [], tuner, reduced=True) == linear.LINEAR_MATMUL
+    monkeypatch.setitem(sol.config, linear.LINEAR_MATMUL_KEY.name, False)
+    assert linear.choose(layer, [], tuner, reduced=True) == linear.DIRECT
     monkeypatch.setattr(tuner, "blas", None)  # not installed, x86::mkl off, or a deployed library
     assert linear.choose(layer, [], tuner) == linear.DIRECT
 
