@@ -15,7 +15,7 @@ from ...ir import Layer, Size, Tensor
 from .. import cexpr
 from ..flavour import Flavour
 from ..layout import channels_last
-from ..nest import Node
+from ..nest import Node, Stmt
 
 
 class KernelContext:
@@ -163,3 +163,13 @@ def block_width(channels: str) -> str:
     """The channels of block ``cb``: CHANNEL_BLOCK, fewer in the last block."""
     b = CHANNEL_BLOCK
     return f"({channels} - cb * {b} < {b} ? {channels} - cb * {b} : {b})"
+
+
+def split_row(names: Sequence[str], sizes: Sequence[Size]) -> list[Node]:
+    """``row``, a flat index over dims of ``sizes`` (the last fastest), split into the index variables ``names``:
+    the row loop of the channels-last kernels that walk chunks of pixel rows."""
+    body: list[Node] = [Stmt("int64_t rest = row;")]
+    for name, size in reversed(list(zip(names[1:], sizes[1:], strict=True))):
+        body.append(Stmt(f"const int64_t {name} = rest % {cexpr.size(size)}; rest /= {cexpr.size(size)};"))
+    body.append(Stmt(f"const int64_t {names[0]} = rest;") if names else Stmt("(void)rest;"))
+    return body

@@ -27,6 +27,7 @@ from .base import (
     is_channels_last,
     kernel,
     optional_input,
+    split_row,
 )
 
 
@@ -63,10 +64,7 @@ def _chunked(x: Tensor, head: list[Node], inner: list[Node], tail: list[Node]) -
     outer = [x.shape[0], *x.shape[2:-1]]
     names = ["n", *index_vars("s", r - 1)]
     rows = cexpr.mul(*(cexpr.size(s) for s in outer))
-    decompose: list[Node] = [Stmt("int64_t rest = row;")]
-    for name, size in reversed(list(zip(names[1:], outer[1:], strict=True))):
-        decompose.append(Stmt(f"const int64_t {name} = rest % {cexpr.size(size)}; rest /= {cexpr.size(size)};"))
-    decompose.append(Stmt("const int64_t n = rest;"))
+    decompose = split_row(names, outer)
     pixels: list[Node] = [Loop(f"s{r - 1}", cexpr.size(x.shape[-1]), [Loop("j", "width", inner, vector=True)])]
     task: list[Node] = [
         Stmt(f"const double count = (double)({_count(x.shape)}); (void)count;"),

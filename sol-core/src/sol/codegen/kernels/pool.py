@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...ir import Layer
+from ...ir import Layer, is_static
 from .. import cexpr
 from ..nest import Block, Emit, Loop, Node, Stmt, index_vars, nest, nest_in_order
 from .base import (
@@ -17,6 +17,7 @@ from .base import (
     ctype_of,
     kernel,
     spatial_padding,
+    split_row,
 )
 
 
@@ -293,13 +294,10 @@ def _global_pool_channels_last(layer: Layer, kc: KernelContext) -> list[Node]:
     channels, block, batch = cexpr.size(x.shape[1]), CHANNEL_BLOCK, cexpr.size(x.shape[0])
     spatial = index_vars("s", r)
     rows = cexpr.mul(*(cexpr.size(s) for s in x.shape[2:-1]))
-    static_rows = math.prod(x.shape[2:-1]) if all(isinstance(s, int) for s in x.shape[2:-1]) else None
-    chunks = GLOBAL_POOL_ROW_CHUNKS if static_rows is None else \
-        min(GLOBAL_POOL_ROW_CHUNKS, static_rows // GLOBAL_POOL_CHUNK_ROWS)
-    decompose: list[Node] = [Stmt("int64_t rest = row;")]
-    for name, size in reversed(list(zip(spatial[1:-1], x.shape[3:-1], strict=True))):
-        decompose.append(Stmt(f"const int64_t {name} = rest % {cexpr.size(size)}; rest /= {cexpr.size(size)};"))
-    decompose.append(Stmt(f"const int64_t {spatial[0]} = rest;") if r > 1 else Stmt("(void)rest;"))
+    chunks = GLOBAL_POOL_ROW_CHUNKS
+    if all(is_static(s) for s in x.shape[2:-1]):
+        chunks = min(chunks, math.prod(x.shape[2:-1]) // GLOBAL_POOL_CHUNK_ROWS)  # type: ignore[arg-type]
+    decompose = split_row(spatial[:-1], x.shape[2:-1])
     xv = kc.load(x, ["n", BLOCK_CHANNEL, *spatial])
     start = _lowest(out.dtype, t) if is_max else "0"
     count = cexpr.mul(*(cexpr.size(s) for s in x.shape[2:]))
