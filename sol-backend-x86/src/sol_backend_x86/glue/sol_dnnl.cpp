@@ -830,6 +830,26 @@ namespace {
 // Which algorithm the timing functions' fill callbacks write (one call is prepared per algorithm in turn).
 thread_local int32_t timed_algorithm;
 
+// A float buffer whose data() is 64-byte aligned (moved, never copied: a copy's alignment would differ).
+class AlignedFloats {
+ public:
+  AlignedFloats() = default;
+  AlignedFloats(AlignedFloats&&) = default;
+  AlignedFloats& operator=(AlignedFloats&&) = default;
+  AlignedFloats(const AlignedFloats&) = delete;
+  AlignedFloats& operator=(const AlignedFloats&) = delete;
+  AlignedFloats(int64_t count, float value) : bytes_(static_cast<size_t>(count) * sizeof(float) + 64), count_(count) {
+    std::fill(begin(), end(), value);
+  }
+  float* data() { return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(bytes_.data()) + 63) & ~uintptr_t{63}); }
+  float* begin() { return data(); }
+  float* end() { return data() + count_; }
+
+ private:
+  std::vector<char> bytes_;
+  int64_t count_ = 0;
+};
+
 // A timed descriptor computing in `precision` (SOL_DNNL_BF16: as in a bf16 model, bf16 operands with its activations
 // stored as bf16 both sides).
 void in_precision(sol_dnnl_desc* d, int32_t precision) {
@@ -842,9 +862,12 @@ void in_precision(sol_dnnl_desc* d, int32_t precision) {
 // as sol_dnnl.h says, or -1 when algorithms[i] cannot run the shape.
 void time_algorithms(sol_dnnl_fill fill, const int32_t* algorithms, int32_t count, int64_t batch, int64_t x_floats,
                      int64_t w_floats, int64_t b_floats, int64_t y_floats, int32_t runs, double* seconds) {
-  std::vector<float> x(x_floats, 0.5f), w(w_floats, 0.01f), bias(b_floats, 0.1f), y(y_floats);
+  // 64-byte aligned, as a model's workspace and packed weights are (sol.codegen.memory.ALIGN): a std::vector's
+  // large buffers start 16 bytes past a page, and oneDNN's AMX kernels then ran resnet18's 3x3 layers up to 2x
+  // slower than in the model (each row of a tile load spanning two cache lines)
+  AlignedFloats x(x_floats, 0.5f), w(w_floats, 0.01f), bias(b_floats, 0.1f), y(y_floats, 0.0f);
   std::vector<std::unique_ptr<Call>> calls(count);
-  std::vector<std::vector<char>> packed(count);
+  std::vector<AlignedFloats> packed(count);
   std::vector<std::vector<double>> times(count);
   auto sol_kernel = [](int32_t algorithm) {
     return algorithm != SOL_DNNL_DIRECT && algorithm != SOL_DNNL_LINEAR_1X1 &&
@@ -858,7 +881,7 @@ void time_algorithms(sol_dnnl_fill fill, const int32_t* algorithms, int32_t coun
     if (calls[a] && sol_kernel(algorithms[a]) && !calls[a]->own)
       calls[a].reset();
     if (!calls[a]) continue;
-    packed[a].resize(sol_dnnl_packed_bytes(calls[a].get()) + 64);
+    packed[a] = AlignedFloats((sol_dnnl_packed_bytes(calls[a].get()) + 64) / 4 + 1, 0.0f);
     if (sol_dnnl_pack(calls[a].get(), w.data(), packed[a].data()) != 0) calls[a].reset();
   }
   // Each timed call starts as inside a model: its input just written by the layer before (in the cache), the
