@@ -1,4 +1,4 @@
-"""The oneDNN DNN module: Conv, ConvTranspose, Linear and MatMul as oneDNN primitives.
+"""The oneDNN DNN module: Conv, ConvTranspose, Linear and MatMul as oneDNN primitives (and pools in bf16).
 
 Generated code fills a `sol_dnnl_desc` per call (dims as C expressions of
 the batch N) and calls the glue (``glue/sol_dnnl.h``): primitives are
@@ -24,7 +24,7 @@ from sol.codegen.layout import channels_last
 from sol.codegen.views import View
 from sol.ir import Layer, Size, Tensor
 
-from . import attention, grouped, input_scale, linear, rnn, views, winograd
+from . import attention, grouped, input_scale, linear, pooling, rnn, views, winograd
 from .precision import BF16_STORAGE_KEY
 from .tuning import DIRECT, Tuner
 
@@ -61,6 +61,9 @@ class OneDnnModule(DnnModule):
         self.precision = "fp32"
         #: id(DnnCall) -> (the call, whether the grouped kernel runs it): the storage planner and the render both ask
         self._grouped_choice: dict[int, tuple[DnnCall, bool]] = {}
+        #: the results of the pools of the graph being planned that oneDNN runs (`sees`), by id: the layout planning
+        #: rebuilds a layer whose input it reorders, but keeps its outputs (held here, so their ids stay unique)
+        self._library_pools: dict[int, Tensor] = {}
 
     def key(self) -> str:
         # which kernel runs each call is part of the generated code, so what decides it is part of the cache key
@@ -70,7 +73,7 @@ class OneDnnModule(DnnModule):
                f"|autotuning {int(sol.config['autotuning'])}|gemv dfp")
         if self.precision == "fp32":
             return key
-        return f"{key}|{self.precision} stored {storage.VERSION if self.store_reduced else 0}"
+        return f"{key}|{self.precision} stored {storage.VERSION if self.store_reduced else 0}|{pooling.settings()}"
 
     @property
     def store_reduced(self) -> bool:
@@ -105,6 +108,8 @@ class OneDnnModule(DnnModule):
             return layer.inputs[0].rank >= 2
         if layer.op == "linear_grad_weight":  # training: oneDNN's inner-product backward-weights
             return layer.inputs[0].rank >= 2
+        if layer.op in pooling.OPS:  # bf16 only, where a library call reads the result (pooling.py, `sees`)
+            return self.reduced and id(layer.outputs[0]) in self._library_pools
         if layer.op == "matmul" and layer.attrs.get("linear_input_grad"):
             return layer.inputs[1].rank == 2  # training: run as the inner product's backward-data
         if layer.op == "matmul":
@@ -179,12 +184,19 @@ class OneDnnModule(DnnModule):
             return channels_last(layer.inputs[0].rank)
         if layer.op == "conv_grad_weight" and index in (0, 1):  # x and dy
             return channels_last(layer.inputs[index].rank)
+        if layer.op in pooling.OPS and index == 0 and self.accepts(layer):
+            return pooling.layout(layer)
         return None
 
     def output_layout(self, layer: Layer) -> tuple[int, ...] | None:
         if layer.op in ("conv", "conv_transpose"):
             return channels_last(layer.outputs[0].rank)
+        if layer.op in pooling.OPS and self.accepts(layer):
+            return pooling.layout(layer)
         return None
+
+    def sees(self, layers: Sequence[Layer]) -> None:
+        self._library_pools = pooling.library_pools(layers, self.accepts, ELTWISE) if self.reduced else {}
 
     def fuses(self, call: DnnCall, value: Tensor, layer: Layer) -> bool:
         if _backward(call.anchor) or call.anchor.op == "rnn":
@@ -219,7 +231,7 @@ class OneDnnModule(DnnModule):
         fill.append("}")
         static = bool(self.static_inputs(anchor))
         x = call.source
-        weights = anchor.inputs[1]
+        weights = anchor.inputs[1] if len(anchor.inputs) > 1 else None  # a pool has none
         bias = anchor.inputs[2] if len(anchor.inputs) > 2 and anchor.op != "matmul" else None
         code = DnnCode()
         code.globals += [f"static void* {sym} = nullptr;", f"static int64_t {sym}_packed = 0;", *fill]
@@ -236,7 +248,10 @@ class OneDnnModule(DnnModule):
         if call.scale is not None:  # after the binary operands (sol_dnnl.h, src_scale)
             binaries.append(forward.ptr(call.scale))
         post = f"const void* post[] = {{{', '.join(binaries)}}};" if binaries else "const void* const* post = nullptr;"
-        weights_arg = f"derived + {sym}_packed" if static else _operand_ptr(call, 1, forward)
+        if weights is None:
+            weights_arg = "nullptr"
+        else:
+            weights_arg = f"derived + {sym}_packed" if static else _operand_ptr(call, 1, forward)
         bias_arg = forward.ptr(bias) if bias is not None else "nullptr"
         x_arg = _operand_ptr(call, 0, forward) if call.input_scale is None else forward.ptr(x)
         code.forward += [
@@ -253,7 +268,7 @@ class OneDnnModule(DnnModule):
             return _describe_linear_backward(anchor, call.output)
         if _backward(anchor):
             return _describe_backward(anchor, call.output, kc)
-        x, w, out = call.source, anchor.inputs[1], call.output
+        x, out = call.source, call.output
         has_bias = anchor.op != "matmul" and len(anchor.inputs) > 2
         lines = [f"d->op = {_OP[anchor.op]};", f"d->static_weights = {int(bool(self.static_inputs(anchor)))};",
                  f"d->has_bias = {int(has_bias)};"]
@@ -261,7 +276,12 @@ class OneDnnModule(DnnModule):
             lines.append("d->precision = SOL_DNNL_BF16;  // bf16 operands, fp32 accumulation, dst and post-ops")
         if call.input_scale is not None:
             lines.append(f"d->src_scale = 1;  // {call.input_scale.name} (mul): folded into the weights per call")
-        if anchor.op in ("conv", "conv_transpose"):
+        if anchor.op in pooling.OPS:
+            lines += pooling.describe(anchor)
+            lines += _tensor("d->src", x.shape, kc.layout(x))
+            lines += _tensor("d->dst", out.shape, kc.layout(out))
+        elif anchor.op in ("conv", "conv_transpose"):
+            w = anchor.inputs[1]
             r = x.rank - 2
             groups = int(anchor.attrs.get("groups", 1))
             # an input scale is folded into oneDNN's packed weights, which Winograd's do not share (grouped
@@ -294,6 +314,7 @@ class OneDnnModule(DnnModule):
             for name, values in (("stride", stride), ("dilation", dilation), ("pad_l", left), ("pad_r", right)):
                 lines += [f"d->{name}[{i}] = {v};" for i, v in enumerate(values)]
         elif anchor.op == "linear":
+            w = anchor.inputs[1]
             # an inner product over the flattened rows: oneDNN runs it with brgemm kernels, faster than its
             # matmul's gemm for packed weights
             rows = cexpr.mul(*(cexpr.size(s) for s in x.shape[:-1]))
@@ -337,7 +358,7 @@ class OneDnnModule(DnnModule):
 
 
 _OP = {"conv": "SOL_DNNL_CONV", "conv_transpose": "SOL_DNNL_DECONV", "linear": "SOL_DNNL_INNER_PRODUCT",
-       "matmul": "SOL_DNNL_MATMUL"}
+       "matmul": "SOL_DNNL_MATMUL", "max_pool": "SOL_DNNL_POOL", "avg_pool": "SOL_DNNL_POOL"}
 
 
 def _single_pixel_gemv(layer: Layer) -> bool:
@@ -506,7 +527,7 @@ def _broadcast_kind(anchor: Layer, other: Tensor, value: Tensor) -> str | None:
         return "full"
     if all(s == 1 for s in shape):
         return "scalar"
-    channel = 1 if anchor.op in ("conv", "conv_transpose") else value.rank - 1
+    channel = 1 if anchor.op in ("conv", "conv_transpose", *pooling.OPS) else value.rank - 1
     if all(s == 1 or (i == channel and s == value.shape[i]) for i, s in enumerate(shape)):
         return "channel"
     return None

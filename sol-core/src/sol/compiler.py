@@ -32,7 +32,7 @@ from .runtime.offload import OffloadedModel, device_runtime
 _log = log.get("compiler")
 
 #: Bump when generated code changes for the same graph (part of the cache key).
-CODEGEN_VERSION = "25"
+CODEGEN_VERSION = "26"
 #: Device types served by the generic OpenMP C++ flavour.
 HOST_TYPES = ("x86", "arm64")
 

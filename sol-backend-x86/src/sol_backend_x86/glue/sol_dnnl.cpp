@@ -28,6 +28,15 @@ using dt = memory::data_type;
 thread_local std::string last_error;
 
 bool backward(int op);  // the training ops (defined below)
+bool has_weights(int op) { return op != SOL_DNNL_POOL; }
+
+dnnl::algorithm pool_alg(int alg) {
+  switch (alg) {
+    case SOL_DNNL_POOL_AVG_INCLUDE_PAD: return dnnl::algorithm::pooling_avg_include_padding;
+    case SOL_DNNL_POOL_AVG_EXCLUDE_PAD: return dnnl::algorithm::pooling_avg_exclude_padding;
+    default: return dnnl::algorithm::pooling_max;
+  }
+}
 
 dnnl::engine& cpu_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -170,8 +179,9 @@ struct Call {
   dt compute = dt::f32;
   bool low() const { return compute != dt::f32; }
   // The type the primitive writes dst in: its stored type in bf16 (with fp32 post-ops), fp32 in an fp32 call (a
-  // bf16-stored dst is then converted after the call).
-  dt written(const sol_dnnl_desc& d) const { return low() ? stored(d.dst) : dt::f32; }
+  // bf16-stored dst is then converted after the call). A bf16 pool writes bf16, which oneDNN's pooling needs
+  // for a bf16 src (an fp32-stored dst is converted after the call: a max of bf16 values is one, exactly).
+  dt written(const sol_dnnl_desc& d) const { return low() ? (d.op == SOL_DNNL_POOL ? compute : stored(d.dst)) : dt::f32; }
   std::unique_ptr<sol_kernels::Kernel> own;  // set when the call runs as one of SOL's kernels instead of oneDNN
   memory::desc user_weights;    // the framework's weights as they lie in memory
   memory::desc packed_weights;  // the format the creation primitive chose (static weights)
@@ -294,6 +304,13 @@ struct Call {
     memory::desc weights = static_weights ? any_like(d.weights, compute) : dense(d.weights, compute);
     memory::desc bias = d.has_bias ? dense(d.bias) : memory::desc();
     const int r = d.src.ndims - 2;
+    if (d.op == SOL_DNNL_POOL) {
+      dnnl::pooling_forward::primitive_desc pd(engine, dnnl::prop_kind::forward_inference, pool_alg(d.pool_alg), src, dst,
+                                               spatial(d.stride, r), spatial(d.kernel, r), spatial(d.dilation, r),
+                                               spatial(d.pad_l, r), spatial(d.pad_r, r), attr);
+      if (creation) impl = pd.impl_info_str();
+      return dnnl::pooling_forward(pd);
+    }
     if (d.op == SOL_DNNL_MATMUL) {
       dnnl::matmul::primitive_desc pd(engine, src, weights, bias, dst, attr);
       remember(pd.weights_desc(), pd.impl_info_str(), creation, batch);
@@ -463,7 +480,7 @@ struct Call {
       fresh.pointers.emplace_back(arg, nullptr);
     };
     add(DNNL_ARG_SRC, dense(d.src, compute));
-    add(DNNL_ARG_WEIGHTS, given_weights(batch, d));
+    if (has_weights(d.op)) add(DNNL_ARG_WEIGHTS, given_weights(batch, d));
     if (d.has_bias) add(DNNL_ARG_BIAS, dense(d.bias));
     add(DNNL_ARG_DST, dense(d.dst, written(d)));
     for (int i = 0; i < d.npost; ++i) {
@@ -614,7 +631,7 @@ void* sol_dnnl_create(sol_dnnl_fill fill, int64_t batch) {
     call->fill = fill;
     call->op = d.op;
     call->static_weights = d.static_weights != 0;
-    call->user_weights = dense(d.weights);
+    if (has_weights(d.op)) call->user_weights = dense(d.weights);
     call->src_scale = d.src_scale != 0;
     for (int i = 0; i < d.npost; ++i) call->factors_at += d.post[i].kind == SOL_DNNL_BINARY;
     if (call->src_scale && (d.op != SOL_DNNL_CONV || !d.static_weights || d.weights.ndims != d.src.ndims ||
@@ -778,7 +795,7 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
       // fp32-stored activations; an fp32 fallback call: bf16-stored ones)
       const sol_dnnl_desc& d = call->at(batch).second;
       if (stored(d.src) != call->compute) src = call->lowered(call->low_src, batch, dense(d.src), src);
-      if (!call->static_weights && stored(d.weights) != call->compute)
+      if (has_weights(d.op) && !call->static_weights && stored(d.weights) != call->compute)
         weights = call->lowered(call->low_weights, batch, dense(d.weights), weights);
       const bool raise = stored(d.dst) != call->written(d);
       void* out = raise ? call->output_buffer(call->low_dst, batch, dense(d.dst), call->written(d), dst) : dst;
@@ -796,13 +813,14 @@ int sol_dnnl_execute(void* handle, int64_t batch, const void* src, const void* w
     auto& engine = cpu_engine();
     Call::Lowered own_src, own_weights, own_dst;  // this thread's converted copies (another thread uses the handle's)
     if (stored(d.src) != call->compute) src = call->lowered(own_src, batch, dense(d.src), src);
-    if (!call->static_weights && stored(d.weights) != call->compute)
+    if (has_weights(d.op) && !call->static_weights && stored(d.weights) != call->compute)
       weights = call->lowered(own_weights, batch, dense(d.weights), weights);
     const bool raise = stored(d.dst) != call->written(d);
     void* out = raise ? call->output_buffer(own_dst, batch, dense(d.dst), call->written(d), dst) : dst;
     std::unordered_map<int, memory> args;
     args.emplace(DNNL_ARG_SRC, memory(dense(d.src, call->compute), engine, const_cast<void*>(src)));
-    args.emplace(DNNL_ARG_WEIGHTS, memory(call->given_weights(batch, d), engine, const_cast<void*>(weights)));
+    if (has_weights(d.op))
+      args.emplace(DNNL_ARG_WEIGHTS, memory(call->given_weights(batch, d), engine, const_cast<void*>(weights)));
     if (d.has_bias) args.emplace(DNNL_ARG_BIAS, memory(dense(d.bias), engine, const_cast<void*>(bias)));
     args.emplace(DNNL_ARG_DST, memory(dense(d.dst, call->written(d)), engine, out));
     for (int i = 0, b = 0; i < d.npost; ++i) {

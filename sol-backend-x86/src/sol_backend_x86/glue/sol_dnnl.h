@@ -33,7 +33,11 @@ typedef struct sol_dnnl_tensor {
 
 enum { SOL_DNNL_CONV = 0, SOL_DNNL_DECONV = 1, SOL_DNNL_MATMUL = 2, SOL_DNNL_INNER_PRODUCT = 3,
        SOL_DNNL_CONV_BWD_WEIGHTS = 4, SOL_DNNL_CONV_BWD_DATA = 5, SOL_DNNL_IP_BWD_WEIGHTS = 6,
-       SOL_DNNL_IP_BWD_DATA = 7 };
+       SOL_DNNL_IP_BWD_DATA = 7, SOL_DNNL_POOL = 8 };
+/* POOL: a forward max or average pooling of src into dst over `kernel` (pool_alg: SOL_DNNL_POOL_*; stride, dilation,
+ * pad_l, pad_r as for a convolution), no weights or bias; eltwise and binary post-ops as for the other ops;
+ * sol_dnnl_execute(h, N, src, NULL, NULL, post, dst). */
+enum { SOL_DNNL_POOL_MAX = 0, SOL_DNNL_POOL_AVG_INCLUDE_PAD = 1, SOL_DNNL_POOL_AVG_EXCLUDE_PAD = 2 };
 /* Training ops (no post-ops), described in the forward convolution's (inner product's) terms:
  *   CONV_BWD_WEIGHTS, IP_BWD_WEIGHTS: src = the forward's input x, dst = its output gradient dy, weights = the
  *     weight gradient dw (written in the weights' dense order); sol_dnnl_execute(h, N, x, dy, NULL, NULL, dw)
@@ -77,7 +81,7 @@ enum { SOL_DNNL_WINOGRAD_BLOCKS = 0x100, SOL_DNNL_WINOGRAD_PHASES = 0x200, SOL_D
 enum { SOL_DNNL_LINEAR_1X1 = 4, SOL_DNNL_LINEAR_BLAS = 5, SOL_DNNL_LINEAR_MATMUL = 6 };
 
 typedef struct sol_dnnl_desc {
-  int32_t op;              /* SOL_DNNL_CONV / DECONV / MATMUL / INNER_PRODUCT */
+  int32_t op;              /* SOL_DNNL_CONV / DECONV / MATMUL / INNER_PRODUCT / POOL (and the training ops) */
   int32_t algorithm;       /* SOL_DNNL_DIRECT, or one of SOL's kernels (forward convolutions) / LINEAR_1X1 */
   int32_t static_weights;  /* 1: weights are parameters, packed once by sol_dnnl_pack */
   int32_t has_bias;
@@ -97,6 +101,8 @@ typedef struct sol_dnnl_desc {
    * kernels ignore it (fp32; they take no bf16-stored tensors). A call oneDNN has no bf16 kernel for computes in
    * fp32, converting bf16-stored src and dst around the call. */
   int32_t precision;
+  int32_t pool_alg;   /* POOL: SOL_DNNL_POOL_MAX / _AVG_INCLUDE_PAD / _AVG_EXCLUDE_PAD */
+  int64_t kernel[3];  /* POOL: the window's size per spatial dim */
 } sol_dnnl_desc;
 enum { SOL_DNNL_F32 = 0, SOL_DNNL_BF16 = 1 };
 

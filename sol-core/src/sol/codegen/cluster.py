@@ -306,6 +306,8 @@ def plan_programs(graph: Graph, dnn: DnnModule | None = None,
                   flavour_lowers: Callable[[Layer], bool] | None = None) -> Programs:
     prepare_layers, main_layers, outputs = split_programs(graph)
     main_layers = lower_layers(main_layers, dnn, graph, flavour_lowers)
+    if dnn is not None:
+        dnn.sees(main_layers)
     base = {id(t) for t in graph.params.values()}
     derived = base | {id(t) for layer in prepare_layers for t in layer.outputs}
     # inputs that arrive in another layout (a backward's saved activations), and outputs whose layout is free

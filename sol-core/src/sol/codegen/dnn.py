@@ -101,6 +101,12 @@ class DnnModule(abc.ABC):
     def accepts(self, layer: Layer) -> bool:
         """Whether the library runs ``layer`` (op, dtypes, attributes)."""
 
+    def sees(self, layers: Sequence[Layer]) -> None:
+        """Called with the main program's layers (topologically ordered) before they are planned, so that a module
+        whose choice for a layer depends on its neighbours (e.g., on which layers read its result) can record it
+        for `accepts`. The default needs none."""
+        return None
+
     @abc.abstractmethod
     def fuses(self, call: DnnCall, value: Tensor, layer: Layer) -> bool:
         """Whether ``layer``, which reads the call's current result ``value``, becomes a post-op of ``call``."""
