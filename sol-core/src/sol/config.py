@@ -27,6 +27,7 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("compiler::progress", bool, True, "Show a progress bar for compiles that take longer than a second."),
     ConfigKey("compiler::profile", bool, False, "Time every Cluster of forward in generated code (CompiledModel.profile() reads the totals)."),
     ConfigKey("compiler::precision", str, "fp32", "What sol.optimize computes in unless its precision= says: 'fp32' (as the framework), 'bf16' or 'fp16' (Conv/Linear/MatMul in that type with fp32 accumulation; inputs and outputs keep their dtype), 'auto' (bf16 where the device computes it natively, else fp32). A device without the precision raises a SolUnsupportedError.", choices=("fp32", "bf16", "fp16", "auto")),
+    ConfigKey("runtime::huge_pages", bool, True, "Back a compiled model's derived parameters (packed weights) and workspace with transparent huge pages where Linux offers them (madvise), so streaming the weights does not thrash the TLB (sol.runtime.host_memory)."),
     ConfigKey("autotuning", bool, True, "Let SOL time alternative implementations at compile time and keep the fastest."),
     ConfigKey("cache::enabled", bool, True, "Serve compiled artifacts from the on-disk cache and store new ones there."),
 )
@@ -79,6 +80,11 @@ class Config(MutableMapping[str, Any]):
                 f"unknown config key {name!r}.{hint} `sol.config.keys()` lists all {len(self._schema)} keys."
             )
         return key
+
+    def on_change(self, name: str, callback: Callable[[Any], None]) -> None:
+        """Call ``callback`` with the new value whenever ``name`` is set or reset (one callback per key: for a
+        setting a plugin keeps a C-level copy of, which must not wait for the next time it reads the key)."""
+        _ON_CHANGE[name] = callback
 
     # -- mapping protocol --------------------------------------------------
     def __getitem__(self, name: str) -> Any:

@@ -32,7 +32,7 @@ from sol.ir import BATCH, Size, solve_batch
 from sol.runtime.offload import TransferStats
 from sol.seeds import generation
 
-from . import autocast, native, native_reader, structured
+from . import autocast, fast_call, native, native_reader, structured
 from .capture import torch_dtype
 from .fp32_math import following_torch
 from .params import ParamSlots, assignments
@@ -92,6 +92,7 @@ class SolModule(torch.nn.Module):
         object.__setattr__(self, "_sol_grows", example is not None and structured.holds_cache(example[0], self._sol_output_spec))
         object.__setattr__(self, "_sol_key", structured.signature_key(example[0]) if self._sol_grows else None)
         object.__setattr__(self, "_sol_shape_variants", {})
+        object.__setattr__(self, "_sol_fast", None)  # the C++ call of a plain inference (fast_call.py)
         #: the example as the compiled graph takes it (containers replaced by their tensors): see _tensor_inputs
         object.__setattr__(self, "_sol_flat_example", structured.flatten(example[0]) if example is not None else None)
         self.training = model.training
@@ -174,6 +175,15 @@ class SolModule(torch.nn.Module):
         return tuple(kept)
 
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
+        fast = self._sol_fast
+        if fast is not None:
+            if len(inputs) == 1 and not kwargs and not self.training:
+                output = fast(inputs[0])  # None unless the call is the plain one it was made for (fast_call.py)
+                if output is not None:
+                    return output
+            # until this call ends well: the parameter check below may update the arrays the struct reads before
+            # it re-prepares, and a call that fails between the two must not leave them to the native call
+            object.__setattr__(self, "_sol_fast", None)
         example = self._sol_example[0] if self._sol_example is not None else ()
         inputs = structured.positional(self._sol_model, inputs, kwargs, len(example))
         if self._sol_grows:  # a model with a cache: one compiled model per input structure and shapes
@@ -208,6 +218,8 @@ class SolModule(torch.nn.Module):
             outputs = cast.cast_outputs(self._sol_model, inputs, outputs)
         if wants_grad:
             outputs = self._attach_gradients(outputs, inputs, batch)
+        else:
+            object.__setattr__(self, "_sol_fast", fast_call.refresh(self, compiled, inputs, outputs, cast, batch, fast))
         return self._structure(outputs, self._sol_output_spec)
 
     def _shape_variant(self, inputs: tuple[Any, ...]) -> SolModule | None:

@@ -6,9 +6,10 @@ In Python that costs 0.3 us per tensor right after a model run has evicted
 the interpreter's data from the caches (docs/debugging.md, "Time outside the
 Clusters"): 80-160 us per call for MobileNetV2's 262 tensors, 4-8% of the
 model's run time. ``native/tensor_reader.cpp`` reads the same values in one
-loop (8 us for those 262).
+loop (8 us for those 262). The same helper holds the C++ function that runs a
+whole plain inference call (fast_call.py).
 
-The helper is compiled against the installed torch's headers (about 7 s
+The helper is compiled against the installed torch's headers (about 19 s
 on 2 cores), once per torch and Python version, into SOL's artifact cache
 (`sol.cache`): in the foreground, inside the first `sol.optimize` that
 finds it missing, as the "reader" stage of SOL's progress line. Nothing
@@ -55,6 +56,8 @@ _lock = threading.Lock()
 _tried = False
 #: the verified reader once loaded; None before and after a failure
 _reader: Reader | None = None
+#: the helper library the reader came from (sol_fast_forward lives there too)
+_library: ctypes.PyDLL | None = None
 
 
 def ensure() -> Reader | None:
@@ -97,7 +100,7 @@ def _load() -> Reader:
                f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
                f"-I{sysconfig.get_paths()['include']}", f"-I{torch_dir / 'include'}",
                f"-I{torch_dir / 'include' / 'torch' / 'csrc' / 'api' / 'include'}"]
-    link = [f"-L{torch_dir / 'lib'}", "-lc10", f"-Wl,-rpath,{torch_dir / 'lib'}"]
+    link = [f"-L{torch_dir / 'lib'}", "-lc10", "-ltorch_cpu", "-ltorch_python", f"-Wl,-rpath,{torch_dir / 'lib'}"]
     identity = "\0".join([source, *command, *link, torch.__version__, str(torch_dir), sys.version, platform.machine()])
     key = hashlib.sha256(identity.encode()).hexdigest()
 
@@ -111,11 +114,33 @@ def _load() -> Reader:
         return {"torch": torch.__version__}
 
     entry = sol.cache.get_or_build(key, build)
-    # PyDLL: the function reads Python objects, so it must run holding the GIL
-    function = ctypes.PyDLL(str(entry.file(LIBRARY_NAME))).sol_read_tensors
+    # PyDLL: the functions read Python objects, so they must run holding the GIL
+    library = ctypes.PyDLL(str(entry.file(LIBRARY_NAME)))
+    function = library.sol_read_tensors
     function.restype = ctypes.c_long
     function.argtypes = [ctypes.py_object, ctypes.c_void_p, ctypes.c_void_p]
+    global _library
+    _library = library
     return function
+
+
+def fast_forward_function() -> ctypes._CFuncPtr | None:
+    """The helper's sol_fast_forward (fast_call.py) when the helper is loaded and its struct is the one fast_call
+    fills; None otherwise."""
+    library = _library
+    if library is None or loaded() is None:
+        return None
+    with _lock:
+        function = getattr(library, "sol_fast_forward", None)
+        if function is None:
+            return None
+        function.restype = ctypes.py_object
+        function.argtypes = [ctypes.py_object, ctypes.c_void_p]
+        size = library.sol_fast_call_size
+        size.restype = ctypes.c_int64
+        from .fast_call import FastCallStruct  # the struct's layout lives with its only user
+
+        return function if size() == ctypes.sizeof(FastCallStruct) else None
 
 
 def _verify(reader: Reader) -> None:

@@ -6,7 +6,7 @@ import sol
 from sol.records import ConfigKey
 
 from .frontend import TorchFrontend
-from .settings import READER_KEY
+from .settings import FAST_CALL_KEY, READER_KEY
 
 
 @sol.hookimpl
@@ -16,4 +16,4 @@ def sol_frontends() -> list[TorchFrontend]:
 
 @sol.hookimpl
 def sol_config_keys() -> list[ConfigKey]:
-    return [READER_KEY]
+    return [READER_KEY, FAST_CALL_KEY]

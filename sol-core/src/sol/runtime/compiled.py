@@ -19,9 +19,9 @@ import numpy as np
 
 from ..errors import SolInputError
 from ..ir import Graph, Size, Tensor, evaluate, solve_batch
+from .host_memory import aligned_buffer
 from .library import ModelLibrary, pointer_array
 
-_ALIGN = 64
 _STATUS = {1: "an index is out of range (embedding lookup)",
            2: "a library call (e.g. oneDNN) failed; run with SOL_LOG=DEBUG and check stderr"}
 
@@ -34,13 +34,6 @@ class TensorSpec:
 
     def concrete(self, batch: int) -> tuple[int, ...]:
         return tuple(evaluate(s, batch) for s in self.shape)
-
-
-def _aligned(nbytes: int) -> tuple[np.ndarray, int]:
-    """A byte buffer and the 64-byte aligned address inside it."""
-    raw = np.zeros(nbytes + _ALIGN, dtype=np.uint8)
-    address = raw.ctypes.data
-    return raw, address + (-address) % _ALIGN
 
 
 class CompiledModel:
@@ -78,7 +71,7 @@ class CompiledModel:
         self.library = ModelLibrary(library_path, prefix)
         if self.library.init(device) != 0:
             raise SolInputError(f"initialising model {self.graph.name!r} on device {device} failed")
-        self._derived, self._derived_ptr = _aligned(int(self.library.derived_size()))
+        self._derived, self._derived_ptr = aligned_buffer(int(self.library.derived_size()))
 
     @property
     def library_path(self) -> Path:
@@ -218,7 +211,7 @@ class CompiledModel:
             return self._workspace_ptr
         needed = self.workspace_size(batch)
         if needed > self._workspace_bytes:
-            self._workspace, self._workspace_ptr = _aligned(needed)
+            self._workspace, self._workspace_ptr = aligned_buffer(needed)
             self._workspace_bytes = needed
         self._workspace_batch = batch
         return self._workspace_ptr
