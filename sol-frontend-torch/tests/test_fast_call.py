@@ -94,7 +94,11 @@ def test_another_batch_size_and_back(monkeypatch: pytest.MonkeyPatch) -> None:
     assert counted.native_calls == 3  # the first call of each batch size goes through Python
 
 
-@pytest.mark.parametrize("how", ["grad", "autocast", "train", "switch", "float64", "non_contiguous"])
+class _Subclass(torch.Tensor):
+    pass
+
+
+@pytest.mark.parametrize("how", ["grad", "autocast", "train", "switch", "float64", "non_contiguous", "subclass"])
 def test_calls_that_are_not_plain_take_the_python_path(how: str, monkeypatch: pytest.MonkeyPatch) -> None:
     model, sol_model, counted = _optimized(monkeypatch)
     x = torch.randn(2, 3, 6, 6)
@@ -124,6 +128,10 @@ def test_calls_that_are_not_plain_take_the_python_path(how: str, monkeypatch: py
     elif how == "float64":
         with torch.no_grad(), pytest.raises(SolInputError, match="dtype float64"):
             sol_model(x.double())
+    elif how == "subclass":  # its __torch_function__ is the Python path's to honour (a FakeTensor has no data)
+        with torch.no_grad():
+            out = sol_model(x.as_subclass(_Subclass))
+            torch.testing.assert_close(out, model(x), rtol=1e-4, atol=1e-5)
     else:
         wide = torch.randn(2, 3, 6, 12)[..., ::2]
         with torch.no_grad():

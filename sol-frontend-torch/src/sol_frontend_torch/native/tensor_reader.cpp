@@ -92,7 +92,10 @@ extern "C" int64_t sol_fast_call_size(void) noexcept { return static_cast<int64_
 // path. An exception leaves the same way, never into ctypes.
 extern "C" PyObject* sol_fast_forward(PyObject* x, const sol_fast_call* call) noexcept {
   try {
-    if (*call->enabled == 0 || c10::GradMode::is_enabled() || at::autocast::is_autocast_enabled(at::kCPU) || !THPVariable_Check(x) ||
+    // a plain torch.Tensor only: a subclass (a FakeTensor while torch.compile traces, a wrapper tensor) may have
+    // no data of its own, and its __torch_function__ is the Python path's to honour
+    if (*call->enabled == 0 || c10::GradMode::is_enabled() || at::autocast::is_autocast_enabled(at::kCPU) ||
+        Py_TYPE(x) != reinterpret_cast<PyTypeObject*>(THPVariableClass) ||
         PyList_GET_SIZE(call->listeners) != 0 ||
         PyLong_AsLongLong(PyList_GET_ITEM(call->assignments, 0)) != call->assigned) {
       Py_RETURN_NONE;
