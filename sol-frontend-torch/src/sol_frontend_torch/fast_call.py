@@ -7,8 +7,10 @@ calling the forward through ctypes. Measured on two cores (bf16 models,
 module call against the same forward called directly), that came to 116 us
 per call on squeezenet1_1 (11% of it), 237 us on resnet18 (10%), 470 us on
 resnet50 (6%) and 950 us on vit_b_16. One C++ function doing those steps ran
-the models 4-16% faster (squeezenet1_1 1.157x, mobilenet_v2 1.124x, the
-transformer encoder 1.115x, resnet50 1.062x, resnet18 1.051x, vit_b_16 1.040x).
+them 1-20% faster (``pytorch::fast_call`` on against off, paired rounds, bf16:
+the transformer encoder 1.201x, resnet18 1.098x, mobilenet_v2 1.074x,
+resnet50 1.041x, vit_b_16 1.014x; docs/debugging.md, "Time outside the
+Clusters").
 
 A call takes that way when it is a plain inference: one float32 CPU tensor in,
 the shape of the last Python call, one float32 tensor out; autograd off
