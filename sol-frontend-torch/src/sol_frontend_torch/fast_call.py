@@ -68,17 +68,16 @@ class FastCall:
                  output_shape: tuple[int, ...], batch: int) -> None:
         self.function = function
         self.arrays = arrays  # params._Arrays: the tensors, their prepared versions and pointers
-        self.workspace = compiled._workspace  # the buffer the struct's workspace pointer lies in
         self.compiled = compiled
-        self.lock, self.listeners = compiled._lock, compiled.run_listeners  # borrowed by the struct
+        self.forward = compiled.native_forward(batch)  # keeps the workspace and the lock the struct borrows
+        self.listeners = compiled.run_listeners  # borrowed by the struct
         self.input_shape, self.batch = input_shape, batch
         s = self.struct = FastCallStruct()
         s.enabled = ctypes.addressof(_ENABLED)
-        s.forward = ctypes.cast(compiled.library.forward, ctypes.c_void_p).value
-        s.derived, s.workspace = compiled._derived_ptr, compiled._workspace_ptr
+        s.forward, s.derived, s.workspace = self.forward.function, self.forward.derived, self.forward.workspace
         s.params = ctypes.addressof(arrays.pointers)
         s.versions, s.pointers = arrays.versions_address, arrays.pointers_address
-        s.tensors, s.lock, s.listeners = id(arrays.tensors), id(self.lock), id(self.listeners)
+        s.tensors, s.lock, s.listeners = id(arrays.tensors), id(self.forward.lock), id(self.listeners)
         s.assignments, s.assigned = id(params._ASSIGNMENTS), assigned
         s.batch = batch
         s.input_ndim, s.output_ndim = len(input_shape), len(output_shape)
@@ -95,7 +94,8 @@ class FastCall:
     def serves(self, compiled: Any, arrays: Any, input_shape: tuple[int, ...], batch: int) -> bool:
         """Whether this struct is still the one for a plain call with these (after a Python call)."""
         return (self.compiled is compiled and self.arrays is arrays and self.input_shape == input_shape
-                and self.batch == batch and self.workspace is compiled._workspace)
+                and self.batch == batch
+                and self.forward.workspace_owner is compiled.native_forward(batch).workspace_owner)
 
 
 def plain(module: Any, compiled: Any, inputs: tuple[Any, ...], outputs: list[torch.Tensor], cast: Any) -> bool:
@@ -124,10 +124,8 @@ def refresh(module: Any, compiled: Any, inputs: tuple[Any, ...], outputs: list[t
     if not enabled or not plain(module, compiled, inputs, outputs, cast):
         return None
     slots = module._sol_params
-    arrays = slots._arrays.get(id(compiled))
-    found = slots._found
-    # the prepared pointers came from native_reader's arrays, for the tensors found at the last assignment count
-    if arrays is None or found is None or found[1] is not arrays.tensors or not slots._native:
+    arrays = slots.native_arrays(compiled)  # the struct compares the tensors against what was prepared
+    if arrays is None:
         return None
     input_shape = tuple(inputs[0].shape)
     if current is not None and current.serves(compiled, arrays, input_shape, batch):
@@ -135,7 +133,7 @@ def refresh(module: Any, compiled: Any, inputs: tuple[Any, ...], outputs: list[t
     function = native_reader.fast_forward_function()
     if function is None:
         return None
-    return FastCall(function, compiled, arrays, found[0], input_shape, tuple(outputs[0].shape), batch)
+    return FastCall(function, compiled, arrays, slots.assignment_count(), input_shape, tuple(outputs[0].shape), batch)
 
 
 sol.config.on_change(FAST_CALL_KEY.name, _follow)

@@ -128,6 +128,19 @@ class ParamSlots:
             out.append(tensor if tensor.is_contiguous() else tensor.contiguous())
         return out
 
+    def native_arrays(self, compiled: Any) -> _Arrays | None:
+        """The arrays native_reader checked and ``compiled`` was last prepared with, while they hold the tensors
+        found at the current assignment count; None when the Python check (or a copy) served the last call."""
+        arrays = self._arrays.get(id(compiled))
+        found = self._found
+        if arrays is None or found is None or found[1] is not arrays.tensors or not self._native:
+            return None
+        return arrays
+
+    def assignment_count(self) -> int:
+        """The module-tensor assignment count at which `current` last found its tensors (see _ASSIGNMENTS)."""
+        return self._found[0] if self._found is not None else -1
+
     def pointer_array(self, compiled: Any) -> ctypes.Array[ctypes.c_void_p] | list[int]:
         """The parameter pointers of one inference call, prepared; the same ctypes array while nothing changed.
 

@@ -36,6 +36,17 @@ class TensorSpec:
         return tuple(evaluate(s, batch) for s in self.shape)
 
 
+@dataclass(frozen=True, eq=False)
+class NativeForward:
+    """A host model's forward as native code calls it (`CompiledModel.native_forward`)."""
+
+    function: int  # the address of <prefix>_forward(derived, inputs, params, outputs, workspace, batch)
+    derived: int
+    workspace: int
+    workspace_owner: object
+    lock: threading.Lock
+
+
 class CompiledModel:
     """The runtime face of one compiled graph (see the module docstring)."""
 
@@ -204,6 +215,15 @@ class CompiledModel:
 
     def seed(self, seed: int) -> None:
         self.library.seed(int(seed))
+
+    def native_forward(self, batch: int) -> NativeForward:
+        """What a caller in native code needs to run this model's forward itself at ``batch`` (its arguments as
+        `run` passes them; it must hold ``lock`` around the call, as `run` does). The workspace stays valid while the
+        returned ``workspace_owner`` lives, even after another batch size grew a new one."""
+        with self._lock:
+            workspace = self._workspace_ptr if batch == self._workspace_batch else self._grow_workspace(batch)
+            return NativeForward(ctypes.cast(self.library.forward, ctypes.c_void_p).value or 0, self._derived_ptr,
+                                 workspace, self._workspace, self._lock)
 
     # -- internals -----------------------------------------------------------
     def _grow_workspace(self, batch: int) -> int:
