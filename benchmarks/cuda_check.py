@@ -262,54 +262,61 @@ def _train_model(name: str) -> tuple[Any, Any]:
     return model.train(), torch.randn((batch, *x.shape[1:]))
 
 
-def _gradient_check(model: Any, eager: Any, exact: Any, out: Any, want: Any, want64: Any) -> dict[str, Any]:
-    """The output and every parameter gradient of ``model`` against a float64 run (``exact``), with eager float32's
-    own error (``eager``, on the CPU) as the yardstick: a tensor passes when SOL's error is at most twice eager's
-    or RTOL of its scale (the zoo tests' rule). Training a BatchNorm network at batch 4 is ill-conditioned: eager
-    float32's gradients differ from float64 by up to 1e-1 of their scale on resnet18, so a fixed tolerance against
-    eager would fail any correct implementation. The worst tensor (by SOL's error over its allowance) is kept."""
+#: SOL's gradients pass when their error is within this many times eager float32's (the project's rule,
+#: `sol_frontend_torch.gradient_check.GradientReport.within`)
+GRADIENT_FACTOR = 3.0
 
-    def entry(name: str, mine: Any, theirs: Any, reference: Any) -> dict[str, Any]:
-        err, scale = _error(mine, reference)
-        yardstick, _ = _error(theirs, reference)
-        allowed = max(2 * yardstick, RTOL * max(scale, 1.0))
-        return {"name": name, "err": err, "eager_err": yardstick, "scale": scale, "allowed": allowed,
-                "ok": err == err and err <= allowed}
 
-    worst = entry("output", out, want, want64)
-    checked = 0
-    mine = dict(model.named_parameters())
-    exact_params = dict(exact.named_parameters())
-    for pname, p in eager.named_parameters():
-        if p.grad is None:
-            continue
-        g = mine[pname].grad
-        if g is None:
-            return {"gradients": checked, "ok": False,
-                    "worst": {"name": pname, "err": float("inf"), "eager_err": 0.0, "scale": 0.0, "allowed": 0.0,
-                              "ok": False}}
-        checked += 1
-        e = entry(pname, g, p.grad, exact_params[pname].grad)
-        if not e["ok"] or (worst["ok"] and e["err"] / e["allowed"] > worst["err"] / max(worst["allowed"], 1e-30)):
-            worst = e
-            if not e["ok"]:
-                break
-    return {"gradients": checked, "worst": worst, "ok": bool(worst["ok"]) and checked > 0}
+def _gradients(model: Any) -> dict[str, Any]:
+    return {n: p.grad.detach().double().cpu() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def _gradient_check(mine: dict[str, Any], eagers: dict[str, dict[str, Any]], exact: dict[str, Any], out: Any,
+                    want: Any, want64: Any) -> dict[str, Any]:
+    """SOL's parameter gradients (``mine``) and output against a float64 run, with eager float32's own error as the
+    yardstick: the project's rule (`sol_frontend_torch.gradient_check`). A run's error is that of its worst
+    parameter (max |g - g64| / max |g64|, over the parameters whose gradient is at least 1e-3 of the largest);
+    SOL passes when its error is within `GRADIENT_FACTOR` times the largest of the eager float32 runs' (``eagers``:
+    on the CPU in PyTorch's default layout and in channels-last, and on the GPU with TF32 off), and its output
+    within twice eager's error (or RTOL).
+
+    Why several eager runs, and why not tensor by tensor: a ReLU whose float64 input lies within float32 rounding
+    of 0 (or of 6) lands on either side in a float32 run, and batch norm over a few values spreads one such flip
+    over its channel's gradients. Which elements flip depends on the summation order, so equally correct float32
+    runs differ by up to 10x on one tensor (mobilenet_v2 at batch 4, features.15.conv.1.0.weight: eager 8.1e-3 in
+    the default layout, 5.7e-2 in channels-last); SOL compiled in float64 matches eager float64 to 1e-12."""
+    from sol_frontend_torch.gradient_check import worst
+
+    out_err, out_scale = _error(out, want64)
+    out_eager, _ = _error(want, want64)
+    output_ok = out_err == out_err and out_err <= max(2 * out_eager, RTOL * max(out_scale, 1.0))
+    sol_worst = worst(mine, exact)
+    eager_worst = {tag: worst(grads, exact) for tag, grads in eagers.items()}
+    yardstick = max(e.error for e in eager_worst.values())
+    ok = output_ok and sol_worst.error == sol_worst.error and sol_worst.error <= GRADIENT_FACTOR * yardstick
+    return {"gradients": len(mine), "ok": bool(ok),
+            "sol": {"error": sol_worst.error, "parameter": sol_worst.parameter},
+            "eager": {tag: {"error": e.error, "parameter": e.parameter} for tag, e in eager_worst.items()},
+            "yardstick": yardstick, "output": {"err": out_err, "eager_err": out_eager, "scale": out_scale,
+                                               "ok": bool(output_ok)}}
 
 
 def check_training(name: str, dry_run: bool) -> dict[str, Any]:
-    """One training forward and backward, compiled for ``cuda``, against eager on the CPU and a float64 run: with
-    CPU tensors (transparent offloading) and with the model and input on the GPU (native: parameters, activations
-    and gradients stay CUDA tensors)."""
+    """One training forward and backward, compiled for ``cuda``, against a float64 run (eager float32 on the CPU
+    in both layouts and on the GPU the yardstick): with CPU tensors (transparent offloading) and with the model
+    and input on the GPU (native: parameters, activations and gradients stay CUDA tensors)."""
     import copy
 
     import sol
     import torch
+    from sol_frontend_torch.gradient_check import float64_reference
 
     result: dict[str, Any] = {"model": name}
     model, x = _train_model(name)
     eager = copy.deepcopy(model)
-    exact = copy.deepcopy(model).double()
+    eager_cl = copy.deepcopy(model).to(memory_format=torch.channels_last) if x.dim() == 4 else None
+    eager_gpu = copy.deepcopy(model)
+    exact = float64_reference(model)
     native_model = copy.deepcopy(model)
     optimized = sol.optimize(model, x, device="cuda")
     optimized.train()
@@ -325,12 +332,18 @@ def check_training(name: str, dry_run: bool) -> dict[str, Any]:
     (want * weights).sum().backward()
     want64 = _outputs(exact(x.double()))[0]
     (want64 * weights.double()).sum().backward()
-    result["transparent"] = _gradient_check(model, eager, exact, out, want, want64)
+    (_outputs(eager_gpu.cuda()(x.cuda()))[0] * weights.cuda()).sum().backward()
+    eagers = {"CPU": _gradients(eager), "GPU": _gradients(eager_gpu)}
+    if eager_cl is not None:
+        (_outputs(eager_cl(x.to(memory_format=torch.channels_last)))[0] * weights).sum().backward()
+        eagers["CPU channels-last"] = _gradients(eager_cl)
+    exact_grads = _gradients(exact)
+    result["transparent"] = _gradient_check(_gradients(model), eagers, exact_grads, out, want, want64)
     native_model.cuda()
     native = sol.optimize(native_model, x.cuda(), device="cuda").train()
     out = _outputs(native(x.cuda()))[0]
     (out * weights.cuda()).sum().backward()
-    result["native"] = _gradient_check(native_model, eager, exact, out, want, want64)
+    result["native"] = _gradient_check(_gradients(native_model), eagers, exact_grads, out, want, want64)
     result["ok"] = result["transparent"]["ok"] and result["native"]["ok"]
     return result
 
@@ -584,18 +597,19 @@ def table(report: dict[str, Any]) -> str:
                  for k in ("transparent_b1", "native_b1", "native_b8")]
         lines.append(f"{r['model']:22s} {cells[0]:>15s} {cells[1]:>12s} {cells[2]:>12s}  "
                      f"{'OK' if r.get('ok') else 'FAIL'}")
-    lines += ["", "training gradients against float64 (error / max(max|exact|,1); pass: <= 2x eager fp32's or 1e-3; "
-              "transparent: CPU tensors, native: CUDA tensors; worst tensor)"]
+    lines += ["", "training gradients against float64 (a run's error: its worst parameter's max|g - g64| / max|g64|; "
+              f"pass: SOL's within {GRADIENT_FACTOR:g}x the largest eager float32 run's, CPU in both layouts and GPU "
+              "with TF32 off; transparent: CPU tensors, native: CUDA tensors)"]
     for r in report["training"]:
         if "error" in r:
             lines.append(f"{r['what'][9:]:22s} ERROR {r['error'][:150]}")
             continue
         for mode in ("transparent", "native"):
             if mode in r:
-                c, w = r[mode], r[mode]["worst"]
-                lines.append(f"{r['model']:22s} {mode:11s} {c['gradients']:4d} gradients, worst {w['name']}: "
-                             f"SOL {w['err'] / max(w['scale'], 1.0):.2e}, eager fp32 "
-                             f"{w['eager_err'] / max(w['scale'], 1.0):.2e}  {'OK' if c['ok'] else 'FAIL'}")
+                c = r[mode]
+                eagers = ", ".join(f"{tag} {e['error']:.1e}" for tag, e in c["eager"].items())
+                lines.append(f"{r['model']:22s} {mode:11s} {c['gradients']:4d} gradients: SOL {c['sol']['error']:.1e} "
+                             f"({c['sol']['parameter']}); eager fp32 {eagers}  {'OK' if c['ok'] else 'FAIL'}")
     lines += ["", f"speed, ms per call (PyTorch's settings as found: {report.get('speed_fp32_math', '?')}; "
               "SOL's cuDNN/cuBLAS calls follow them like eager's)",
               f"{'model':22s} {'mode':10s} {'batch':>5s} {'eager':>9s} {'compile':>9s} {'SOL':>9s} {'SOL/eager':>9s}  (times: < 1 is SOL faster)"]
@@ -614,8 +628,9 @@ def table(report: dict[str, Any]) -> str:
 
 def dry_run_parallel(args: argparse.Namespace) -> int:
     """--dry-run --jobs N: the work items split over N processes (each builds its own graphs)."""
-    items = [f"{k}:{n}" for k, n in work_items()]
-    chunks = [items[i::args.jobs] for i in range(args.jobs)]
+    only = set(args.only.split(",")) if args.only else None
+    items = [f"{k}:{n}" for k, n in work_items() if only is None or f"{k}:{n}" in only]
+    chunks = [c for c in (items[i::args.jobs] for i in range(args.jobs)) if c]
     procs = []
     for index, chunk in enumerate(chunks):
         command = [sys.executable, __file__, "--dry-run", "--jobs", "1", "--only", ",".join(chunk),

@@ -56,3 +56,41 @@ def test_full_dry_run_builds_everything(tmp_path):
     errors = [r["what"] for d in dry for r in d["inference"] + d["training"] + d["speed"] if "error" in r]
     assert not errors and not [s for d in dry for s in d["skipped"]]
     assert len(list(store.glob("*.so"))) >= 20
+
+
+def _script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cuda_check", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gradients_pass_within_three_times_the_largest_eager_error():
+    """The project's gradient rule (sol_frontend_torch.gradient_check): each run's worst parameter against float64,
+    SOL within 3x the largest of the eager float32 runs (CPU in both layouts, GPU); the table prints them all."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("sol_frontend_torch")
+    check = _script()
+
+    def grads(weight_error: float, bias_error: float = 0.0) -> dict:
+        return {"weight": torch.full((2, 3), 10.0 + weight_error, dtype=torch.float64),
+                "bias": torch.full((2,), 1.0 + bias_error, dtype=torch.float64)}
+
+    exact = grads(0.0)
+    eagers = {"CPU": grads(0.1), "CPU channels-last": grads(0.0, 0.002), "GPU": grads(0.3)}  # worst: 1e-2, 2e-3, 3e-2
+    out = want = want64 = torch.ones(2)
+    passes = check._gradient_check(grads(0.0, 0.089), eagers, exact, out, want, want64)
+    assert passes["ok"] and passes["gradients"] == 2
+    assert passes["sol"]["parameter"] == "bias" and passes["sol"]["error"] == pytest.approx(0.089)
+    assert passes["yardstick"] == pytest.approx(0.03)
+    assert not check._gradient_check(grads(0.0, 0.091), eagers, exact, out, want, want64)["ok"]
+    assert not check._gradient_check(grads(0.0, 0.089), {"CPU": eagers["CPU"]}, exact, out, want, want64)["ok"]
+    assert not check._gradient_check({"weight": exact["weight"]}, eagers, exact, out, want, want64)["ok"]
+    assert not check._gradient_check(grads(0.0), eagers, exact, out + 0.01, want, want64)["ok"]
+    report = {"device": "stand-in", "torch": torch.__version__, "seconds": 0.0, "versions": {}, "inference": [],
+              "speed": [], "skipped": [], "artifacts": {"carried": [], "built_here": []},
+              "training": [{"model": "linear", "native": passes, "ok": True}]}
+    line = next(x for x in check.table(report).splitlines() if x.startswith("linear"))
+    assert line.endswith("SOL 8.9e-02 (bias); eager fp32 CPU 1.0e-02, CPU channels-last 2.0e-03, GPU 3.0e-02  OK"), line

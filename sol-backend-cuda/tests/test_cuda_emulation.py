@@ -246,3 +246,29 @@ def test_batch_norm_training_as_reductions_on_emulated_warps(runtime, tmp_path):
     got = _run_emulated(g, inputs, params, runtime, tmp_path)
     for name, a, e in zip(("y", "mean", "invstd", "unbiased", "dx", "dweight", "dbias"), got, want, strict=True):
         np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+def _column_reductions_graph(helpers):
+    """Static column reductions over >= 512 rows (training graphs' bias gradients), which the CUDA flavour runs in
+    two stages (sol.codegen.lowering.column_reduction_in_stages): 64, 8 and 32 row groups, keepdims both ways."""
+    cg = helpers.CaseGraph("column_reductions")
+    for name, shape in (("bias_rows", (8, 96, 100)), ("odd_rows", (600, 3, 70)), ("planes", (4, 256, 5, 3))):
+        tensor = cg.graph.add_input(name, helpers.dims(*shape, batch=False), "float32")
+        cg.feeds.append(lambda batch, rng, shape=shape: (rng.standard_normal(shape) * 3 + 1).astype(np.float32))
+        if name == "bias_rows":
+            cg.case("bias_sum", "reduce_sum", [tensor], {"axes": (0, 1), "keepdims": False})
+            cg.case("bias_mean_kept", "reduce_mean", [tensor], {"axes": (0, 1), "keepdims": True})
+        elif name == "odd_rows":
+            cg.case("odd_sum_kept", "reduce_sum", [tensor], {"axes": (0,), "keepdims": True})
+        else:
+            cg.case("planes_mean", "reduce_mean", [tensor], {"axes": (-4, -3), "keepdims": False})
+    return cg
+
+
+def test_column_reductions_in_two_stages_compute_the_reference(runtime, tmp_path):
+    ops, helpers = _codegen_ops()
+    cg = _column_reductions_graph(helpers)
+    source = generate_source(cg.graph, CudaFlavour(cc="90", nvcc="nvcc", dnn=False))
+    for case in ("bias_sum", "bias_mean_kept", "odd_sum_kept", "planes_mean"):
+        assert f"{case}.part (" in source and f"{case}.total (" in source, case
+    _check_cases(cg, helpers, runtime, tmp_path, batches=(1,))

@@ -31,6 +31,13 @@ def training_graph() -> CaseGraph:
               "input_shape": x.shape}
     cg.case("max_pool_grad", "max_pool_grad", [pooled, x], window)
     cg.case("avg_pool_grad", "avg_pool_grad", [pooled], dict(window, count_include_pad=False, divisor_override=None))
+    # dilated windows (a tap lands on an input only at multiples of the dilation: the gather form's check)
+    dilated = cg.input("dilated", (1, 4, 4, 6))
+    window2 = {"kernel": (2, 2), "stride": (2, 1), "padding": (1, 1), "dilation": (2, 2), "ceil_mode": False,
+               "input_shape": x.shape}
+    cg.case("max_pool_grad_dilated", "max_pool_grad", [dilated, x], window2)
+    cg.case("avg_pool_grad_dilated", "avg_pool_grad", [dilated], dict(window2, count_include_pad=True,
+                                                                        divisor_override=None))
     cg.case("adaptive_avg_pool_grad", "adaptive_avg_pool_grad", [pooled], {"output_size": (4, 3), "input_shape": x.shape})
     cg.case("adaptive_max_pool_grad", "adaptive_max_pool_grad", [pooled, x], {"output_size": (4, 3), "input_shape": x.shape})
     cg.case("dropout_train", "dropout_train", [x, key], {"p": 0.4, "stream": 3, "per_channel": False})

@@ -98,3 +98,53 @@ def test_batch_norm_with_a_varying_batch_keeps_the_fused_kernel() -> None:
     g.add_layer("batch_norm_train", [x], {"eps": 1e-5}, name="bn")
     with pytest.raises(ValueError, match="batch size varies"):
         batch_norm_train_as_reductions(g.layers[0], g)
+
+
+def _reduction(shape: tuple[int, ...], op: str, axes: tuple[int, ...], keepdims: bool) -> Graph:
+    g = Graph("columns")
+    dims = [Dim(s, Purpose.N if d == 0 else Purpose.C) for d, s in enumerate(shape)]
+    (y,) = g.add_layer(op, [g.add_input("x", dims)], {"axes": axes, "keepdims": keepdims}, name="r")
+    g.outputs = [y]
+    return g
+
+
+@pytest.mark.parametrize("shape,axes,groups", [
+    ((16, 128, 768), (0, 1), 64),   # a transformer's bias gradient: 2048 rows
+    ((600, 70), (0,), 8),           # 600 rows: 64, 32 and 16 do not divide them
+    ((4, 256, 5, 3), (0, -3), 64),  # negative axes, two kept dims
+    ((400, 70), (0,), None),        # under SPLIT_ROWS
+    ((16, 128, 768), (0, 2), None),  # not the leading dims
+    ((16, 128), (0, 1), None),      # nothing kept: a whole-tensor sum stays one reduction
+    ((521, 3), (0,), None),         # a prime number of rows: no group count divides them
+])
+def test_column_reduction_groups(shape, axes, groups) -> None:
+    from sol.codegen.lowering import column_reduction_groups
+
+    (layer,) = _reduction(shape, "reduce_sum", axes, False).layers
+    assert column_reduction_groups(layer) == groups
+
+
+def test_column_reduction_with_a_varying_batch_is_not_split() -> None:
+    from sol.codegen.lowering import column_reduction_groups
+
+    g = Graph("varying")
+    (y,) = g.add_layer("reduce_sum", [g.add_input("x", [Dim(BATCH, Purpose.N), Dim(1024, Purpose.C), Dim(8, Purpose.C)])],
+                       {"axes": (0, 1), "keepdims": False}, name="r")
+    assert column_reduction_groups(g.layers[0]) is None
+
+
+@pytest.mark.parametrize("op", ["reduce_sum", "reduce_mean"])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_column_reduction_in_stages_computes_the_op(op: str, keepdims: bool) -> None:
+    from sol.codegen.lowering import column_reduction_in_stages
+
+    g = _reduction((12, 80, 33), op, (0, 1), keepdims)
+    x = np.random.default_rng(3).standard_normal((12, 80, 33)).astype(np.float32) * 3 + 1
+    want = run_reference(g, [x])[0]
+    (layer,) = g.layers
+    g.layers = column_reduction_in_stages(layer, g)
+    assert [lay.op for lay in g.layers] == ["reshape", op, op] + (["reshape"] if keepdims else [])
+    assert g.layers[0].outputs[0].shape == (64, 15, 33) and g.layers[-1].outputs[0] is layer.outputs[0]
+    got = run_reference(g, [x])[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..ir import Graph, Layer, Tensor, is_static
+from ..ir.ops._shapes import normalize_axis
 from .dnn import DnnModule
 
 
@@ -198,6 +199,53 @@ def batch_norm_train_grad_as_reductions(layer: Layer, graph: Graph) -> list[Laye
     return _take(graph, start, layer, results)
 
 
+#: a column reduction (the reduced dims lead and some dims are kept: a bias gradient, dy [rows, C] summed over the
+#: rows) over at least this many rows can run in two stages (`column_reduction_in_stages`)
+SPLIT_ROWS = 512
+#: the stages' group counts tried, largest first: the first that divides the rows into groups of >= 8 rows
+ROW_GROUPS = (64, 32, 16, 8)
+
+
+def column_reduction_groups(layer: Layer) -> int | None:
+    """How many row groups `column_reduction_in_stages` splits ``layer`` into, None where it does not apply: a
+    float reduce_sum/reduce_mean of a static shape over its leading dims (some kept) and >= `SPLIT_ROWS` rows."""
+    if layer.op not in ("reduce_sum", "reduce_mean") or not layer.inputs:
+        return None
+    x = layer.inputs[0]
+    if not x.dtype.startswith("float") or x.rank < 2 or not all(is_static(s) for s in x.shape):
+        return None
+    axes = sorted({normalize_axis(a, x.rank) for a in layer.attrs["axes"]})
+    if not axes or axes != list(range(len(axes))) or len(axes) == x.rank:
+        return None
+    rows = int(np.prod([int(s) for s in x.shape[:len(axes)]]))
+    if rows < SPLIT_ROWS:
+        return None
+    return next((g for g in ROW_GROUPS if rows % g == 0 and rows // g >= 8), None)
+
+
+def column_reduction_in_stages(layer: Layer, graph: Graph) -> list[Layer]:
+    """reduce(x [R.., C..]) over the leading dims -> reduce(reduce(x as [G, R/G, C..], axis 1), axis 0).
+
+    The generated column reduction gives each task 64 columns and streams all rows through it: a transformer's
+    bias gradient (2048 rows x 768 columns) was 12 GPU warps of 2048 rows each, 1.3-1.7 ms per layer on an H100.
+    In stages, G groups of rows are summed in parallel (G x 12 warps), then the G partial rows. A mean is the mean
+    of the groups' means (equal counts)."""
+    groups = column_reduction_groups(layer)
+    if groups is None:
+        raise ValueError(f"{layer.name!r} is not a column reduction over >= {SPLIT_ROWS} rows of a static shape")
+    x = layer.inputs[0]
+    lead = len({normalize_axis(a, x.rank) for a in layer.attrs["axes"]})
+    rows = int(np.prod([int(s) for s in x.shape[:lead]]))
+    kept = tuple(int(s) for s in x.shape[lead:])
+    start = len(graph.layers)
+    (grouped,) = graph.add_layer("reshape", [x], {"shape": (groups, rows // groups, *kept)}, name=f"{layer.name}.groups")
+    (part,) = graph.add_layer(layer.op, [grouped], {"axes": (1,), "keepdims": False}, name=f"{layer.name}.part")
+    (total,) = graph.add_layer(layer.op, [part], {"axes": (0,), "keepdims": False}, name=f"{layer.name}.total")
+    if layer.attrs.get("keepdims", False):
+        (total,) = graph.add_layer("reshape", [total], {"shape": (1,) * lead + kept}, name=f"{layer.name}.kept")
+    return _take(graph, start, layer, [total])
+
+
 def _take(graph: Graph, start: int, layer: Layer, results: list[Tensor]) -> list[Layer]:
     """The layers added since ``start``, taken back out of the graph, writing ``layer``'s own outputs."""
     created = graph.layers[start:]
@@ -214,6 +262,8 @@ DECOMPOSITIONS: dict[str, Callable[[Layer, Graph], list[Layer]]] = {
     "attention": attention_as_matmuls,
     "batch_norm_train": batch_norm_train_as_reductions,
     "batch_norm_train_grad": batch_norm_train_grad_as_reductions,
+    "reduce_sum": column_reduction_in_stages,
+    "reduce_mean": column_reduction_in_stages,
 }
 
 

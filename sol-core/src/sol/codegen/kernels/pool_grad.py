@@ -1,9 +1,15 @@
 """Gradients of pooling: per (n, c) plane, scatter dy into a zeroed scratch plane, then emit the plane.
 
-Windows overlap, so a gather per input element would need the inverse of
-the window arithmetic; scattering inside one plane is race-free because
-planes are the parallel unit. The scratch plane is heap memory (planes can
-be larger than a thread's stack).
+Windows overlap; scattering inside one plane is race-free because planes are
+the parallel unit. The scratch plane is heap memory (planes can be larger
+than a thread's stack).
+
+A flavour with `Flavour.gathers_pool_grads` (a GPU: thousands of threads, a
+slow device heap) gets a gather instead: every input element is a task that
+inverts the window arithmetic to find the outputs whose window holds it and
+sums their shares (a max pool re-finds each such window's maximum). The
+shares arrive in the order the scatter adds them, in double, so both forms
+give the same bits.
 
 Channels-last tensors (after oneDNN convolutions) get a task per image and
 cache line of channels instead: its scratch holds those channels' planes
@@ -46,6 +52,50 @@ class Frame:
         else:
             self.lead = index_vars("l", out.rank - r)
             self.slot = lambda where: where
+
+
+def _gathers(kc: KernelContext, frame: Frame) -> bool:
+    return kc.flavour.gathers_pool_grads and not frame.blocked
+
+
+def _gather(layer: Layer, frame: Frame, candidates: list[Node], ins: list[int]) -> list[Node]:
+    """Loops: parallel over every element (lead, s0, s1, ..) of the result; ``candidates`` add the shares of the
+    outputs that read it into ``acc``."""
+    out = layer.outputs[0]
+    svars = [f"s{d}" for d in range(len(ins))]
+    body: list[Node] = [Stmt("double acc = 0;"), *candidates,
+                        Emit(f"({ctype_of(out, layer)})acc", (*frame.lead, *svars))]
+    extents = [cexpr.size(s) for s in out.shape[:len(frame.lead)]] + [str(s) for s in ins]
+    return nest([*frame.lead, *svars], extents, body, vector_last=False)
+
+
+def _covering_windows(layer: Layer, outs: list[int], inner: list[Node]) -> list[Node]:
+    """Loops over the outputs o{d} whose window holds input position s{d}: o * stride - pad + k * dilation == s for
+    a tap k < kernel, i.e. ceil((s + pad - (kernel - 1) * dilation) / stride) <= o <= (s + pad) / stride."""
+    bounds: list[Node] = []
+    for d in reversed(range(len(outs))):
+        k, s, dil, p = _window(layer, d)
+        bounds.insert(0, Stmt(f"const int64_t n{d} = s{d} + {p} - {(k - 1) * dil}, lo{d} = n{d} <= 0 ? 0 : "
+                              f"(n{d} + {s} - 1) / {s}, hi{d} = sol_min<int64_t>({outs[d]}, (s{d} + {p}) / {s} + 1);"))
+        if dil != 1:  # a tap of o's window lands on s only where the offset is a multiple of the dilation
+            inner = [Stmt(f"if ((s{d} + {p} - o{d} * {s}) % {dil} != 0) continue;"), *inner]
+        inner = [Loop(f"o{d}", f"hi{d}", inner, start=f"lo{d}")]
+    return bounds + inner
+
+
+def _covering_regions(outs: list[int], ins: list[int], inner: list[Node]) -> list[Node]:
+    """Loops over the adaptive outputs o{d} whose region [b, e) holds s{d} (o from floor(s * O / I) to
+    ceil((s + 1) * O / I), each checked): ``inner`` runs with b{d}, e{d} defined."""
+    r = len(ins)
+    checked: list[Node] = [*_regions(outs, ins),
+                           Stmt("if (" + " || ".join(f"s{d} < b{d} || s{d} >= e{d}" for d in range(r)) + ") continue;"),
+                           *inner]
+    bounds: list[Node] = []
+    for d in reversed(range(r)):
+        bounds.insert(0, Stmt(f"const int64_t lo{d} = (s{d} * {outs[d]}) / {ins[d]}, hi{d} = sol_min<int64_t>("
+                              f"{outs[d]}, ((s{d} + 1) * {outs[d]} + {ins[d]} - 1) / {ins[d]});"))
+        checked = [Loop(f"o{d}", f"hi{d}", checked, start=f"lo{d}")]
+    return bounds + checked
 
 
 def _plane(layer: Layer, kc: KernelContext, frame: Frame, scatter: list[Node], outs: list[int],
@@ -118,6 +168,11 @@ def max_pool_grad(layer: Layer, kc: KernelContext) -> list[Node]:
     # first maximum; a NaN wins and stays (max_pool propagates NaN)
     update = Stmt(f"{{ const {t} v = {xv}; if (best < 0 || (!(mx != mx) && (v > mx || v != v))) "
                   f"{{ mx = v; best = {where}; }} }}")
+    if _gathers(kc, frame):
+        here = cexpr.linear([f"s{d}" for d in range(r)], ins)
+        found = [Stmt(f"{t} mx = 0; int64_t best = -1;"), *_taps(layer, ins, [update]),
+                 Stmt(f"if (best == {here}) acc += {dyv};")]
+        return _gather(layer, frame, _covering_windows(layer, outs, found), ins)
     scatter: list[Node] = [
         Stmt(f"{t} mx = 0; int64_t best = -1;"),
         *_taps(layer, ins, [update]),
@@ -150,11 +205,14 @@ def avg_pool_grad(layer: Layer, kc: KernelContext) -> list[Node]:
             scatter.append(Stmt(f"cnt *= (double)sol_max<int64_t>(0, sol_min<int64_t>({start} + {k}, {hi}) "
                                 f"- sol_max<int64_t>({start}, {lo}));"))
     scatter.append(Stmt(f"const double share = {kc.load(dy, lvars + [f'o{d}' for d in range(r)])} / cnt;"))
+    if _gathers(kc, frame):
+        return _gather(layer, frame, _covering_windows(layer, outs, [*scatter, Stmt("acc += share;")]), ins)
     scatter += _taps(layer, ins, [Stmt(f"buf[{frame.slot(where)}] += share;")])
     return _plane(layer, kc, frame, scatter, outs, ins)
 
 
-def _regions(layer: Layer, outs: list[int], ins: list[int]) -> list[Node]:
+def _regions(outs: list[int], ins: list[int]) -> list[Node]:
+    """b{d}, e{d}: the input region [b, e) of adaptive output o{d} (PyTorch's start and end index)."""
     return [Stmt(f"const int64_t b{d} = (o{d} * {ins[d]}) / {outs[d]}, e{d} = ((o{d} + 1) * {ins[d]} + {outs[d]} - 1) / {outs[d]};")
             for d in range(len(ins))]
 
@@ -173,9 +231,12 @@ def adaptive_avg_pool_grad(layer: Layer, kc: KernelContext) -> list[Node]:
     frame = Frame(layer, kc, dy)
     lvars = frame.lead
     area = cexpr.mul(*(f"(e{d} - b{d})" for d in range(r)))
+    share = Stmt(f"const double share = {kc.load(dy, lvars + [f'o{d}' for d in range(r)])} / (double)({area});")
+    if _gathers(kc, frame):
+        return _gather(layer, frame, _covering_regions(outs, ins, [share, Stmt("acc += share;")]), ins)
     scatter: list[Node] = [
-        *_regions(layer, outs, ins),
-        Stmt(f"const double share = {kc.load(dy, lvars + [f'o{d}' for d in range(r)])} / (double)({area});"),
+        *_regions(outs, ins),
+        share,
         *_region_loops(ins, [Stmt(f"buf[{frame.slot(cexpr.linear([f'h{d}' for d in range(r)], ins))}] += share;")]),
     ]
     return _plane(layer, kc, frame, scatter, outs, ins)
@@ -192,8 +253,13 @@ def adaptive_max_pool_grad(layer: Layer, kc: KernelContext) -> list[Node]:
     xv = kc.load(x, lvars + [f"h{d}" for d in range(r)])
     where = cexpr.linear([f"h{d}" for d in range(r)], ins)
     update = Stmt(f"{{ const {t} v = {xv}; if (best < 0 || (!(mx != mx) && (v > mx || v != v))) {{ mx = v; best = {where}; }} }}")
+    if _gathers(kc, frame):
+        here = cexpr.linear([f"s{d}" for d in range(r)], ins)
+        found = [Stmt(f"{t} mx = 0; int64_t best = -1;"), *_region_loops(ins, [update]),
+                 Stmt(f"if (best == {here}) acc += {kc.load(dy, lvars + [f'o{d}' for d in range(r)])};")]
+        return _gather(layer, frame, _covering_regions(outs, ins, found), ins)
     scatter: list[Node] = [
-        *_regions(layer, outs, ins),
+        *_regions(outs, ins),
         Stmt(f"{t} mx = 0; int64_t best = -1;"),
         *_region_loops(ins, [update]),
         Stmt(f"if (best >= 0) buf[{frame.slot('best')}] += {kc.load(dy, lvars + [f'o{d}' for d in range(r)])};"),
