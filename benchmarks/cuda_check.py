@@ -2,7 +2,7 @@
 
     python benchmarks/cuda_check.py --dry-run [--jobs 2] [--pack cuda_check_artifacts.tar.xz]   # no GPU: builds
     python benchmarks/cuda_check.py [--artifacts cuda_check_artifacts.tar.xz]                    # on the GPU
-    python benchmarks/cuda_check.py ... --profile resnet18:training,vit_b_16   # plus where SOL's GPU time goes
+    python benchmarks/cuda_check.py ... --profile resnet18:training,vit_b_16@64   # plus where SOL's GPU time goes
 
 What it checks (issue 30's Done-when):
 
@@ -449,9 +449,32 @@ def speed_training_compiled(row: dict[str, Any]) -> None:
     row["compiled_ms"] = _time(lambda: _train_step(compiled, xc, opt), min_reps=3)
 
 
-def profile(name: str, mode: str, rows: int) -> str:
+def parse_profile(spec: str) -> tuple[str, str, int]:
+    """``model[:training][@batch]`` -> (model, mode, batch): inference at batch 1 unless given (its graph takes any
+    batch); a training step at `TRAIN_SPEED_BATCH`, the batch its graphs were captured (and carried) for."""
+    what, _, batch = spec.strip().partition("@")
+    name, _, mode = what.partition(":")
+    mode = mode or "inference"
+    if mode not in ("inference", "training"):
+        raise ValueError(f"--profile {spec!r}: the mode is 'inference' or 'training', not {mode!r}")
+    if mode == "training":
+        if batch and int(batch) != TRAIN_SPEED_BATCH:
+            raise ValueError(f"--profile {spec!r}: training steps are captured (and carried) for batch "
+                             f"{TRAIN_SPEED_BATCH} only")
+        return name, mode, TRAIN_SPEED_BATCH
+    return name, mode, int(batch) if batch else 1
+
+
+def _device_time_ms(events: Any) -> float:
+    """The summed self time of the profiled kernels and copies on the GPU (torch renamed cuda_ to device_ in 2.4)."""
+    total = sum(getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0) for e in events)
+    return total / 1000.0
+
+
+def profile(name: str, mode: str, rows: int, batch: int = 1) -> str:
     """The CUDA kernels (and library calls) SOL's compiled model spends its GPU time in, as torch.profiler's table:
-    one inference call at batch 1 on CUDA tensors, or one training step at batch 16 (``mode``)."""
+    one inference call at ``batch`` on CUDA tensors, or one training step at batch 16 (``mode``). The header gives
+    the call's time and how much of it the GPU computed: the rest is the GPU waiting for launches and host work."""
     import sol
     import torch
     from sol_frontend_torch.zoo import build
@@ -467,19 +490,21 @@ def profile(name: str, mode: str, rows: int) -> str:
     else:
         model, x = build(name)
         optimized = sol.optimize(model, sol.input([0, *x.shape[1:]]), device="cuda").cuda()
-        xc = torch.randn((1, *x.shape[1:]), device="cuda")
+        xc = torch.randn((batch, *x.shape[1:]), device="cuda")
 
         def call() -> None:
             with torch.no_grad():
                 optimized(xc)
     for _ in range(2):  # warm-up: the first call of a batch size sets up (and autotunes) the library calls
         call()
-    torch.cuda.synchronize()
+    wall = _time(call, min_reps=3)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         call()
         torch.cuda.synchronize()
-    table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=rows, max_name_column_width=70)
-    return f"== {name} {mode} (SOL, CUDA tensors)\n{table}"
+    events = prof.key_averages()
+    table = events.table(sort_by="cuda_time_total", row_limit=rows, max_name_column_width=70)
+    return (f"== {name} {mode} b{batch} (SOL, CUDA tensors): {wall:.3f} ms per call, of which the GPU computed "
+            f"{_device_time_ms(events):.3f} ms\n{table}")
 
 
 # -- driver ---------------------------------------------------------------------------------------------------
@@ -675,7 +700,7 @@ def main() -> int:
     parser.add_argument("--out", default="cuda_check.json")
     parser.add_argument("--table", default="", help="also write the table to this file")
     parser.add_argument("--profile", default="", help="after the run: the top CUDA kernels of SOL's compiled model, "
-                                                     "per model[:training], e.g. resnet18:training,vit_b_16")
+                                                     "per model[:training][@batch], e.g. resnet18:training,vit_b_16@64")
     parser.add_argument("--profile-rows", type=int, default=15, help="kernels per --profile table (15)")
     args = parser.parse_args()
     if args.budget is None:
@@ -702,9 +727,9 @@ def main() -> int:
     text = table(report)
     if args.profile:
         for what in args.profile.split(","):
-            name, _, mode = what.partition(":")
             try:
-                text += "\n\n" + profile(name, mode or "inference", args.profile_rows)
+                name, mode, batch = parse_profile(what)
+                text += "\n\n" + profile(name, mode, args.profile_rows, batch)
             except Exception as exc:  # a profile is extra information: its failure is reported, not fatal
                 text += f"\n\n== {what}: profile failed: {type(exc).__name__}: {exc}"
     print(text)

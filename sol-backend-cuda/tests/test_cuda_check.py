@@ -94,3 +94,17 @@ def test_gradients_pass_within_three_times_the_largest_eager_error():
               "training": [{"model": "linear", "native": passes, "ok": True}]}
     line = next(x for x in check.table(report).splitlines() if x.startswith("linear"))
     assert line.endswith("SOL 8.9e-02 (bias); eager fp32 CPU 1.0e-02, CPU channels-last 2.0e-03, GPU 3.0e-02  OK"), line
+
+
+def test_profile_specs():
+    """--profile model[:training][@batch]: inference at any batch (its graph takes any), training only at the batch its
+    graphs were captured and carried for."""
+    check = _script()
+    assert check.parse_profile("vit_b_16") == ("vit_b_16", "inference", 1)
+    assert check.parse_profile(" resnet18@64") == ("resnet18", "inference", 64)
+    assert check.parse_profile("resnet18:inference@8") == ("resnet18", "inference", 8)
+    assert check.parse_profile("resnet18:training") == ("resnet18", "training", check.TRAIN_SPEED_BATCH)
+    with pytest.raises(ValueError, match="batch 16 only"):
+        check.parse_profile("resnet18:training@64")
+    with pytest.raises(ValueError, match="'inference' or 'training'"):
+        check.parse_profile("resnet18:backward")
