@@ -403,3 +403,31 @@ def test_strided_slice_gradients_match_eager() -> None:
     torch.testing.assert_close(xg.grad, xr.grad, rtol=1e-4, atol=1e-5)
     for p, q in zip(model.parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_reassigned_and_frozen_parameters_between_training_steps() -> None:
+    """The parameter slots of a training step are resolved once and again after any module tensor or submodule
+    assignment: a submodule and a weight replaced between two steps (``model.head = Linear(...)``,
+    ``module.weight = Parameter(...)``) compute the next step and get its gradients, and a frozen layer gets none."""
+    model, eager, x = _pair()
+    sol_model = sol.optimize(model, x).train()
+    eager.train()
+    for net in (sol_model, eager):
+        step_loss(net(x)).backward()
+    torch.manual_seed(1)
+    head = torch.nn.Linear(8, 5)
+    conv_weight = torch.randn_like(model.features[4].weight)
+    for net in (model, eager):
+        net.zero_grad(set_to_none=True)
+        net.head = copy.deepcopy(head)
+        net.features[4].weight = torch.nn.Parameter(conv_weight.clone())
+        net.features[0].weight.requires_grad_(False)
+    losses = [step_loss(net(x)) for net in (sol_model, eager)]
+    for loss in losses:
+        loss.backward()
+    torch.testing.assert_close(losses[0], losses[1], rtol=1e-5, atol=1e-6)
+    assert model.features[0].weight.grad is None
+    for name in ("head.weight", "head.bias", "features.4.weight"):
+        mine, theirs = model.get_parameter(name).grad, eager.get_parameter(name).grad
+        assert mine is not None, name
+        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5, msg=lambda m, n=name: f"{n}: {m}")

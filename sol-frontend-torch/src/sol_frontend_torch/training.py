@@ -48,6 +48,8 @@ class Variant:
     out_spec: Any
     #: per (parameters, inputs with gradients, native device or None): the compiled step
     steps: dict[tuple[tuple[str, ...], tuple[int, ...], str | None], Step] = field(default_factory=dict)
+    #: (params.assignments() when resolved, the slots of the graph's parameters in the model): see SolModule
+    param_slots: tuple[int, ParamSlots] | None = field(default=None, repr=False)
 
     @property
     def model_outputs(self) -> int:
