@@ -5,6 +5,7 @@ taking the wrong iterations, a warp combining its sums in the wrong place) shows
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -271,4 +272,7 @@ def test_column_reductions_in_two_stages_compute_the_reference(runtime, tmp_path
     source = generate_source(cg.graph, CudaFlavour(cc="90", nvcc="nvcc", dnn=False))
     for case in ("bias_sum", "bias_mean_kept", "odd_sum_kept", "planes_mean"):
         assert f"{case}.part (" in source and f"{case}.total (" in source, case
+    # each lane keeps only its own accumulators: 64 columns / 32 lanes, indexed by the column's offset / 32
+    assert "double acc[((64) + 31) / 32];" in source and "double acc[64];" not in source
+    assert re.search(r"acc\[\(k\d+ - j0\) / 32\] \+= ", source)
     _check_cases(cg, helpers, runtime, tmp_path, batches=(1,))

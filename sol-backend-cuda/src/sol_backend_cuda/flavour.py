@@ -61,7 +61,7 @@ _log = log.get("cuda")
 #: Bump when the CUDA code generated for the same graph changes (part of the cache key, like sol-core's
 #: CODEGEN_VERSION): 2 = device-heap scratch checked (SOL_STATUS_SCRATCH), 3 = cuBLAS/cuDNN calls, scratch-capped grids and a 256 MB device heap
 FLAVOUR_VERSION = "6"  # 4: batch norm training as reductions (lowers), 5: the math word (TF32 per call),
-# 6: pooling gradients as gathers, column sums in two stages
+# 6: pooling gradients as gathers, column sums in two stages, a warp item's private arrays a lane's share
 #: the device heap of modules whose kernels take per-thread scratch with new (CUDA's default: 8 MB)
 HEAP_BYTES = 256 << 20
 #: compute capability used when neither cuda::cc nor a device says otherwise
