@@ -360,11 +360,13 @@ class SolModule(torch.nn.Module):
     def _variant_params(self, variant: Variant) -> list[torch.Tensor]:
         """The model's tensors of ``variant``'s graph parameters, in its order: their slots are resolved once and again
         only after a module tensor or submodule was assigned anywhere (params.assignments). Resolving them per call
-        (two ParamSlots, a get_submodule walk per parameter) cost resnet18's training step 3.1 ms of Python."""
+        (two ParamSlots, a get_submodule walk per parameter) cost resnet18's training step 3.1 ms of Python.
+        live(), not current(): ``model.to(device)`` on the user's own model swaps the tensors in their modules'
+        dicts without a registration hook, and live() reads those dicts at every call."""
         cached = variant.param_slots
         if cached is None or cached[0] != assignments():
             cached = variant.param_slots = (assignments(), ParamSlots(self._sol_model, list(variant.graph.params)))
-        return cached[1].current()
+        return cached[1].live()
 
     def _targets(self, params: list[str], inputs: Sequence[Any],
                  live: list[torch.Tensor] | None = None) -> tuple[list[str], list[int]]:
