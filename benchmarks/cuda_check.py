@@ -262,11 +262,6 @@ def _train_model(name: str) -> tuple[Any, Any]:
     return model.train(), torch.randn((batch, *x.shape[1:]))
 
 
-#: SOL's gradients pass when their error is within this many times eager float32's (the project's rule,
-#: `sol_frontend_torch.gradient_check.GradientReport.within`)
-GRADIENT_FACTOR = 3.0
-
-
 def _gradients(model: Any) -> dict[str, Any]:
     return {n: p.grad.detach().double().cpu() for n, p in model.named_parameters() if p.grad is not None}
 
@@ -276,7 +271,7 @@ def _gradient_check(mine: dict[str, Any], eagers: dict[str, dict[str, Any]], exa
     """SOL's parameter gradients (``mine``) and output against a float64 run, with eager float32's own error as the
     yardstick: the project's rule (`sol_frontend_torch.gradient_check`). A run's error is that of its worst
     parameter (max |g - g64| / max |g64|, over the parameters whose gradient is at least 1e-3 of the largest);
-    SOL passes when its error is within `GRADIENT_FACTOR` times the largest of the eager float32 runs' (``eagers``:
+    SOL passes when its error is within `gradient_check.FACTOR` times the largest of the eager float32 runs' (``eagers``:
     on the CPU in PyTorch's default layout and in channels-last, and on the GPU with TF32 off), and its output
     within twice eager's error (or RTOL).
 
@@ -285,7 +280,7 @@ def _gradient_check(mine: dict[str, Any], eagers: dict[str, dict[str, Any]], exa
     over its channel's gradients. Which elements flip depends on the summation order, so equally correct float32
     runs differ by up to 10x on one tensor (mobilenet_v2 at batch 4, features.15.conv.1.0.weight: eager 8.1e-3 in
     the default layout, 5.7e-2 in channels-last); SOL compiled in float64 matches eager float64 to 1e-12."""
-    from sol_frontend_torch.gradient_check import worst
+    from sol_frontend_torch.gradient_check import FACTOR, worst
 
     out_err, out_scale = _error(out, want64)
     out_eager, _ = _error(want, want64)
@@ -293,7 +288,7 @@ def _gradient_check(mine: dict[str, Any], eagers: dict[str, dict[str, Any]], exa
     sol_worst = worst(mine, exact)
     eager_worst = {tag: worst(grads, exact) for tag, grads in eagers.items()}
     yardstick = max(e.error for e in eager_worst.values())
-    ok = output_ok and sol_worst.error == sol_worst.error and sol_worst.error <= GRADIENT_FACTOR * yardstick
+    ok = output_ok and sol_worst.error == sol_worst.error and sol_worst.error <= FACTOR * yardstick
     return {"gradients": len(mine), "ok": bool(ok),
             "sol": {"error": sol_worst.error, "parameter": sol_worst.parameter},
             "eager": {tag: {"error": e.error, "parameter": e.parameter} for tag, e in eager_worst.items()},
@@ -466,9 +461,8 @@ def parse_profile(spec: str) -> tuple[str, str, int]:
 
 
 def _device_time_ms(events: Any) -> float:
-    """The summed self time of the profiled kernels and copies on the GPU (torch renamed cuda_ to device_ in 2.4)."""
-    total = sum(getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0) for e in events)
-    return total / 1000.0
+    """The summed self time of the profiled kernels and copies on the GPU."""
+    return sum(e.self_device_time_total for e in events) / 1000.0
 
 
 def profile(name: str, mode: str, rows: int, batch: int = 1) -> str:
@@ -524,6 +518,12 @@ def _guarded(results: list[Any], what: str, call: Any) -> Any:
     return value
 
 
+def selected_items(only: str) -> list[tuple[str, str]]:
+    """The work items ``--only`` names (``kind:model,...``; all when empty), in run order."""
+    wanted = set(only.split(",")) if only else None
+    return [i for i in work_items() if wanted is None or f"{i[0]}:{i[1]}" in wanted]
+
+
 def work_items() -> list[tuple[str, str]]:
     items = [("inference", n) for n in ci_models()]
     items += [("training", n) for n in TRAIN_MODELS]
@@ -549,8 +549,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     # speed runs with the settings as they are (PyTorch's defaults: TF32 convolutions, strict matmuls), which SOL's
     # library calls follow like eager's; correctness and gradients with both switches off, restored after each
     report["speed_fp32_math"] = str(torch_fp32_math())
-    only = set(args.only.split(",")) if args.only else None
-    items = [i for i in work_items() if only is None or f"{i[0]}:{i[1]}" in only]
+    only = set(args.only.split(",")) if args.only else None  # also speed:<model>, which work_items() omits
+    items = selected_items(args.only)
 
     lost: list[str] = []  # a kernel's illegal address ends the CUDA context: later sections cannot run
 
@@ -624,8 +624,10 @@ def table(report: dict[str, Any]) -> str:
                  for k in ("transparent_b1", "native_b1", "native_b8")]
         lines.append(f"{r['model']:22s} {cells[0]:>15s} {cells[1]:>12s} {cells[2]:>12s}  "
                      f"{'OK' if r.get('ok') else 'FAIL'}")
+    from sol_frontend_torch.gradient_check import FACTOR
+
     lines += ["", "training gradients against float64 (a run's error: its worst parameter's max|g - g64| / max|g64|; "
-              f"pass: SOL's within {GRADIENT_FACTOR:g}x the largest eager float32 run's, CPU in both layouts and GPU "
+              f"pass: SOL's within {FACTOR:g}x the largest eager float32 run's, CPU in both layouts and GPU "
               "with TF32 off; transparent: CPU tensors, native: CUDA tensors)"]
     for r in report["training"]:
         if "error" in r:
@@ -655,8 +657,7 @@ def table(report: dict[str, Any]) -> str:
 
 def dry_run_parallel(args: argparse.Namespace) -> int:
     """--dry-run --jobs N: the work items split over N processes (each builds its own graphs)."""
-    only = set(args.only.split(",")) if args.only else None
-    items = [f"{k}:{n}" for k, n in work_items() if only is None or f"{k}:{n}" in only]
+    items = [f"{k}:{n}" for k, n in selected_items(args.only)]
     chunks = [c for c in (items[i::args.jobs] for i in range(args.jobs)) if c]
     procs = []
     for index, chunk in enumerate(chunks):

@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default="all", help="comma-separated zoo classifiers, or 'all'")
     parser.add_argument("--sizes", default="64:8,96:4", help="image size:batch pairs (default 64:8,96:4)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--factor", type=float, default=3.0, help="allowed multiple of eager float32's error")
+    parser.add_argument("--factor", type=float, default=gradient_check.FACTOR,
+                        help="allowed multiple of eager float32's error")
     parser.add_argument("--float64", action="store_true", help="also compile SOL in float64 (checks the gradient rules alone)")
     args = parser.parse_args(argv)
     names = list(zoo.CLASSIFIERS) if args.models == "all" else args.models.split(",")

@@ -31,6 +31,8 @@ from . import zoo
 #: parameters whose exact gradient is below this share of the model's largest are not compared (their
 #: relative error is dominated by the rounding of much larger terms)
 SMALL_GRADIENT = 1e-3
+#: SOL passes when its error is within this many times eager float32's
+FACTOR = 3.0
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ class GradientReport:
         """Eager float32's error: the larger of its two layouts' errors."""
         return max(self.eager.error, self.eager_channels_last.error)
 
-    def within(self, factor: float = 3.0) -> bool:
+    def within(self, factor: float = FACTOR) -> bool:
         return self.sol.error <= factor * self.yardstick
 
     @classmethod
@@ -153,7 +155,7 @@ def check(name: str, model: torch.nn.Module, x: torch.Tensor, target: torch.Tens
                           sol_float64)
 
 
-def table(reports: Iterable[GradientReport], factor: float = 3.0) -> str:
+def table(reports: Iterable[GradientReport], factor: float = FACTOR) -> str:
     """The reports as a Markdown table, one row each, with the verdict of `GradientReport.within`."""
     rows = list(reports)
     with_64 = any(r.sol_float64 is not None for r in rows)
