@@ -71,7 +71,7 @@ def _elf_machine(data: bytes) -> int:
 
 
 @pytest.fixture
-def ve(sol_cache_dir, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def ve(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The emulated ve:0 for one test (the probe and runtime caches see the setting change)."""
     from sol.devices import forget
     from sol.runtime.offload import forget_runtimes

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -35,11 +34,6 @@ pytestmark = pytest.mark.skipif(
     onednn_paths() is None or not precision.native_bf16()
     or not all(f in cpuinfo.host_flags() for f in grouped.BF16_KERNEL_FLAGS),
     reason="needs oneDNN and a CPU with AVX-512BW and AVX512-BF16 (the bf16 depthwise kernel's instructions)")
-
-
-@pytest.fixture(autouse=True)
-def _cache(private_sol_cache: None) -> Iterator[None]:
-    yield
 
 
 @pytest.fixture

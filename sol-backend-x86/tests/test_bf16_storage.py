@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -34,11 +33,6 @@ FP32_ABOVE = 1e-5  # an fp32 run stays near 1e-6: the check that bf16 ran
 pytestmark = pytest.mark.skipif(
     onednn_paths() is None or not precision.native_bf16(),
     reason="needs oneDNN and a CPU with native bf16 (amx_bf16 or avx512_bf16 in /proc/cpuinfo)")
-
-
-@pytest.fixture(autouse=True)
-def _cache(private_sol_cache: None) -> Iterator[None]:
-    yield
 
 
 def _f32(*shape: int, scale: float = 1.0) -> np.ndarray:

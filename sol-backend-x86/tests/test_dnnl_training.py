@@ -20,8 +20,7 @@ from sol.ir import BATCH, Dim, Graph, Purpose
 from sol.ir.interpret import run_reference
 from sol_backend_x86.flavour import onednn_paths
 
-pytestmark = [pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed"),
-              pytest.mark.usefixtures("private_sol_cache")]
+pytestmark = [pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed")]
 
 RTOL, ATOL = 1e-4, 1e-4
 RNG = np.random.default_rng(5)

@@ -10,7 +10,6 @@ several images (partials per image), and bf16 storage.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,11 +27,6 @@ RNG = np.random.default_rng(11)
 BOUNDS = {"fp32": 1e-5, "bf16": 2e-2}  # as test_precision
 
 pytestmark = pytest.mark.skipif(onednn_paths() is None, reason="needs oneDNN (its convolution writes NHWC)")
-
-
-@pytest.fixture(autouse=True)
-def _cache(private_sol_cache: None) -> Iterator[None]:
-    yield
 
 
 def _pool_graph(name: str, channels: int, height: int, width: int) -> Graph:

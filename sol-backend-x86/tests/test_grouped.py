@@ -19,8 +19,7 @@ from sol.ir.interpret import run_reference
 from sol_backend_x86 import grouped, tuning
 from sol_backend_x86.flavour import X86Flavour, onednn_paths
 
-pytestmark = [pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed"),
-              pytest.mark.usefixtures("private_sol_cache")]
+pytestmark = [pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed")]
 
 RNG = np.random.default_rng(11)
 

@@ -20,8 +20,7 @@ from sol_backend_x86.cpuinfo import host_has_avx512
 from sol_backend_x86.flavour import X86Flavour, onednn_paths
 
 pytestmark = [pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed"),
-              pytest.mark.skipif(mkl.library() is None, reason="MKL (the `mkl` wheel) is not installed"),
-              pytest.mark.usefixtures("private_sol_cache")]
+              pytest.mark.skipif(mkl.library() is None, reason="MKL (the `mkl` wheel) is not installed")]
 
 RNG = np.random.default_rng(11)
 

@@ -10,7 +10,6 @@ result only generated code reads (DenseNet's stem pool, read by a BatchNorm) kee
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +28,6 @@ RNG = np.random.default_rng(23)
 BOUNDS = {"fp32": 1e-5, "bf16": 2e-2}  # as test_precision
 
 pytestmark = pytest.mark.skipif(onednn_paths() is None, reason="needs oneDNN")
-
-
-@pytest.fixture(autouse=True)
-def _cache(private_sol_cache: None) -> Iterator[None]:
-    yield
 
 
 def _attrs(k: int, s: int, p: int, spatial: int = 2, **extra: Any) -> dict[str, Any]:

@@ -8,7 +8,6 @@ the relative error (max |y - exact| / max |exact|) must be that of bf16 operands
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -32,11 +31,6 @@ FP32_ABOVE = 1e-5  # an fp32 run of these graphs stays near 1e-6
 needs_bf16 = pytest.mark.skipif(
     onednn_paths() is None or not precision.native_bf16(),
     reason="needs oneDNN and a CPU with native bf16 (amx_bf16 or avx512_bf16 in /proc/cpuinfo)")
-
-
-@pytest.fixture(autouse=True)
-def _cache(private_sol_cache: None) -> Iterator[None]:
-    yield
 
 
 def test_missing_names_the_cpu_flags_and_onednn() -> None:

@@ -18,8 +18,7 @@ from sol.ir.ops.recurrent import MODES, forward_inputs
 from sol_backend_x86.flavour import onednn_paths
 from sol_backend_x86.rnn import ONEDNN_RNN_KEY
 
-pytestmark = [pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed"),
-              pytest.mark.usefixtures("private_sol_cache")]
+pytestmark = [pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed")]
 
 STEPS, FEATURES, HIDDEN = 4, 5, 7
 RTOL, ATOL = 1e-4, 1e-5

@@ -9,7 +9,6 @@ with native bf16) in bf16, and that no Cluster is left for the views.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -79,11 +78,6 @@ def _multi_head_attention(length: int, heads: int, width: int) -> Graph:
     (y,) = g.add_layer("add", [y, x], name="residual")
     g.outputs = [y]
     return g
-
-
-@pytest.fixture(autouse=True)
-def _cache(private_sol_cache: None) -> Iterator[None]:
-    yield
 
 
 def _relative_error(g: Graph, compiled) -> float:  # type: ignore[no-untyped-def]

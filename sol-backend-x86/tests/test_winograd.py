@@ -21,8 +21,7 @@ from sol_backend_x86.flavour import X86Flavour, onednn_paths
 from sol_backend_x86.tuning import WINOGRAD_BLOCKS as BLOCKS
 from sol_backend_x86.tuning import WINOGRAD_PHASES as PHASES
 
-pytestmark = [pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed"),
-              pytest.mark.usefixtures("private_sol_cache")]
+pytestmark = [pytest.mark.skipif(onednn_paths() is None, reason="oneDNN (onednn-devel-cpu-gomp) is not installed")]
 
 RNG = np.random.default_rng(7)
 RELATIVE = 1e-5

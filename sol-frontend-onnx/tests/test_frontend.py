@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Iterator
 
 import numpy as np
 import onnx
@@ -13,14 +12,6 @@ import sol
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from sol.errors import SolInputError, SolUnsupportedError
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SOL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sol-cache"))
-        yield
-
 
 RNG = np.random.default_rng(0)
 W = RNG.standard_normal((3, 4)).astype(np.float32)

@@ -3,8 +3,6 @@ error naming what is missing where it does not; numpy in and out keep float32 ei
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 import sol
@@ -15,13 +13,6 @@ from sol.errors import SolUnsupportedError
 
 RNG = np.random.default_rng(5)
 W = (RNG.standard_normal((64, 96)) * 0.1).astype(np.float32)
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SOL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sol-cache"))
-        yield
 
 
 def _gemm():  # type: ignore[no-untyped-def]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import onnx
 import pytest
@@ -13,13 +11,6 @@ from onnx.reference import ReferenceEvaluator
 from sol_frontend_onnx import backend
 
 RNG = np.random.default_rng(5)
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SOL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "sol-cache"))
-        yield
 
 
 def _value(name: str, dtype: int, shape: list[int]) -> onnx.ValueInfoProto:

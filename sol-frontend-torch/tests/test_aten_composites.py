@@ -112,7 +112,7 @@ class _Mixed(torch.nn.Module):
         return up, cubic, near, attention, rolled
 
 
-def test_compiled_matches_eager(sol_cache_dir: Any) -> None:
+def test_compiled_matches_eager() -> None:
     import sol.pytorch as sol
 
     model = _Mixed().eval()
@@ -123,7 +123,7 @@ def test_compiled_matches_eager(sol_cache_dir: Any) -> None:
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
-def test_gradients_match_eager(sol_cache_dir: Any) -> None:
+def test_gradients_match_eager() -> None:
     import sol.pytorch as sol
 
     torch.manual_seed(0)
@@ -159,7 +159,7 @@ class _Conv1D(torch.nn.Module):
         return (h ** 2) @ self.second
 
 
-def test_conv1d_as_linear(frontend: TorchFrontend, sol_cache_dir: Any) -> None:
+def test_conv1d_as_linear(frontend: TorchFrontend) -> None:
     import sol.pytorch as sol
 
     model = _Conv1D()

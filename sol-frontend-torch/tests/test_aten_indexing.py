@@ -100,7 +100,7 @@ class _Everything(torch.nn.Module):
         return v, k, y, t, torch.cumsum(i.ne(1).int(), 1) * i, g, x[:, i, i[:, :1] % 4], (i > 1) & ~(i > 3)
 
 
-def test_compiled_matches_eager(sol_cache_dir: Any) -> None:
+def test_compiled_matches_eager() -> None:
     """One build of them all: the generated code of what these translate to."""
     import sol.pytorch as sol
 

@@ -5,8 +5,6 @@ the chain of views to the base (`sol_frontend_torch.aten.views`). Compiled again
 
 from __future__ import annotations
 
-from typing import Any
-
 import sol.pytorch as sol
 import torch
 
@@ -59,13 +57,13 @@ def _compare(model: torch.nn.Module, *inputs: torch.Tensor) -> None:
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
-def test_writes_into_views(sol_cache_dir: Any) -> None:
+def test_writes_into_views() -> None:
     _compare(_Writes().eval(), torch.randn(2, 6))
 
 
-def test_views_taken_before_a_write_see_it(sol_cache_dir: Any) -> None:
+def test_views_taken_before_a_write_see_it() -> None:
     _compare(_StaleViews().eval(), torch.randn(2, 6))
 
 
-def test_relative_position_bias_written_into_a_slice(sol_cache_dir: Any) -> None:
+def test_relative_position_bias_written_into_a_slice() -> None:
     _compare(_RelativeBias().eval(), torch.randn(2, 2, 5, 4), torch.randn(2, 2, 5, 4))

@@ -27,14 +27,6 @@ def _bf16_missing() -> str | None:
 needs_bf16 = pytest.mark.skipif(_bf16_missing() is not None, reason=f"the host computes no bf16: {_bf16_missing()}")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _private_cache(tmp_path_factory: pytest.TempPathFactory):
-    """One private cache for this module's compiles (the oneDNN glue is built once, not per test)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SOL_CACHE_DIR", str(tmp_path_factory.mktemp("sol-cache-precision")))
-        yield
-
-
 def _error(got: torch.Tensor, reference: torch.Tensor) -> float:
     return ((got.double() - reference.double()).abs().max() / reference.double().abs().max()).item()
 

@@ -45,7 +45,7 @@ def test_deployed_for_arm64_matches_eager_under_emulation(kind: str, scratch) ->
 
 
 @pytest.fixture
-def ve(sol_cache_dir, emulator_dir: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def ve(emulator_dir: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The emulated ve:0 for one test (see test_ve_offload; the emulator is built once per session)."""
     pytest.importorskip("sol_backend_ve", reason="sol-backend-ve is not installed")
     from .test_ve_offload import _forget

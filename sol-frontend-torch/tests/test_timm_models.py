@@ -31,11 +31,6 @@ SLOW = {"coatnext_nano_rw_224", "hrnet_w18_small_v2"}
 GRADIENTS = ["swin_tiny_patch4_window7_224", "eva02_tiny_patch14_224"]
 
 
-@pytest.fixture(autouse=True)
-def _private_cache(sol_cache_dir):
-    """Each run compiles afresh into a private cache (sol_cache_dir comes from sol.testing)."""
-
-
 def _build(name: str, **overrides: Any) -> tuple[torch.nn.Module, torch.Tensor]:
     from sol_frontend_torch.zoo import import_torchvision_if_installed
 

@@ -28,11 +28,6 @@ CONFIGS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _private_cache(sol_cache_dir):
-    """Each run compiles afresh into a private cache (sol_cache_dir comes from sol.testing)."""
-
-
 def _transformers():
     # transformers imports torchvision when it is installed; zoo's import works where torchvision's compiled ops
     # do not load against this torch build

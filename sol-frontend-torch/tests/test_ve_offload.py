@@ -41,7 +41,7 @@ def _forget() -> None:
 
 
 @pytest.fixture
-def ve(sol_cache_dir, emulator_dir: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def ve(emulator_dir: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The emulated ve:0 for one test (the probe and runtime caches see the setting change)."""
     monkeypatch.setenv("SOL_VE_EMULATE", "1")
     monkeypatch.setenv("SOL_VE_EMULATOR_DIR", emulator_dir)

@@ -16,7 +16,7 @@ class ClassToken(torch.nn.Module):
         return torch.cat([token, x], dim=1) * 2
 
 
-def test_parameter_expanded_to_the_batch(sol_cache_dir):
+def test_parameter_expanded_to_the_batch():
     torch.manual_seed(0)
     model = ClassToken().eval()
     sol_model = sol.optimize(model, sol.input([0, 5, 16]), batch_size=1)

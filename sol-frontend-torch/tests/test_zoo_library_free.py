@@ -35,8 +35,8 @@ DNN = "x86::dnn"
 
 
 @pytest.fixture(autouse=True)
-def _library_free(sol_cache_dir) -> Iterator[None]:
-    """``x86::dnn`` off in a private cache for the test, restored after it."""
+def _library_free() -> Iterator[None]:
+    """``x86::dnn`` off for the test (it is part of the cache key), restored after it."""
     previous = sol.config[DNN]
     sol.config[DNN] = False
     try:

@@ -25,11 +25,6 @@ CASES = [pytest.param(name, marks=pytest.mark.slow) if name in SLOW else name fo
 RTOL, ATOL = 1e-4, 1e-5
 
 
-@pytest.fixture(autouse=True)
-def _private_cache(sol_cache_dir):
-    """Each run compiles afresh into a private cache (sol_cache_dir comes from sol.testing)."""
-
-
 def _max_err(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a.double() - b.double()).abs().max().item()
 
