@@ -46,6 +46,11 @@ BENCH_PEERS = ["torchvision==0.28.0", "onnxruntime==1.31.1", "openvino==2026.4.1
 DOCS_REQUIREMENTS = ["mkdocs>=1.6,<2"]
 # pytest exits 5 when it collected no tests; a package without tests yet is not a failure.
 PYTEST_OK = [0, 5]
+# The tests run in one pytest-xdist worker per core: most of their time is g++ on generated code and models
+# running in subprocesses, one core each. worksteal: each worker starts on its own half of the test list (a
+# module's tests stay together) and takes over from the other's queue when it runs dry.
+PARALLEL = ["pytest-xdist>=3.6"]
+PARALLEL_ARGS = ["-n", "auto", "--dist", "worksteal"]
 
 
 # Extras the tests of a package need besides "test" (debug: matplotlib for the memory plot tests).
@@ -65,14 +70,21 @@ def _existing(packages: list[str]) -> list[str]:
     return [p for p in packages if (ROOT / p / "pyproject.toml").exists()]
 
 
+def _pytest_args(session: nox.Session) -> list[str]:
+    """pytest's arguments: the user's (default: the not-slow set), in parallel unless they choose workers
+    themselves (``-n 0`` runs in one process, ``-p no:xdist`` without xdist)."""
+    args = session.posargs or ["-m", "not slow"]
+    chosen = any(a in ("-n", "--numprocesses", "no:xdist") or a.startswith(("-n", "--numprocesses=")) for a in args)
+    return args if chosen else [*PARALLEL_ARGS, *args]
+
+
 @nox.session(name="tests")
 def tests(session: nox.Session) -> None:
     """All packages' tests in one environment (the slow set only if asked for), then the docs build."""
     packages = _existing(list(PACKAGES))
     _install(session, packages)
-    session.install(*DOCS_REQUIREMENTS)
-    args = session.posargs or ["-m", "not slow"]
-    session.run("pytest", "-q", *args, *[f"{p}/tests" for p in packages], success_codes=PYTEST_OK)
+    session.install(*DOCS_REQUIREMENTS, *PARALLEL)
+    session.run("pytest", "-q", *_pytest_args(session), *[f"{p}/tests" for p in packages], success_codes=PYTEST_OK)
     # the documentation is part of the product: it must build strictly wherever the tests pass
     session.run("mkdocs", "build", "--strict", "--site-dir", "build/site")
 
@@ -83,10 +95,9 @@ for _package, _deps in PACKAGES.items():
         if not (ROOT / package / "pyproject.toml").exists():
             session.skip(f"{package} does not exist in this checkout")
         # only the package (plus the in-repo packages it declares); test extras only for itself
-        session.install(*(TORCH_STACK if package == "sol-frontend-torch" else []),
+        session.install(*(TORCH_STACK if package == "sol-frontend-torch" else []), *PARALLEL,
                         *[f"./{d}" for d in deps], f"./{package}[{TEST_EXTRAS.get(package, 'test')}]")
-        args = session.posargs or ["-m", "not slow"]
-        session.run("pytest", "-q", *args, f"{package}/tests", success_codes=PYTEST_OK)
+        session.run("pytest", "-q", *_pytest_args(session), f"{package}/tests", success_codes=PYTEST_OK)
 
     nox.session(name=f"tests-{Path(_package).name}")(_package_session)
 

@@ -1,4 +1,4 @@
-"""The CUDA flavour's generated kernels run on the host (`sol_backend_cuda.emulation`: a warp's lanes as threads
+"""The CUDA flavour's generated kernels run on the host (`sol_backend_cuda.emulation`: a warp's lanes as fibers
 that meet at every shuffle) through the CUDA runtime's OffloadedModel with the stand-in libcudart, against the
 numpy reference: every op group of sol-core's codegen test. What a GPU would show of a kernel mapping bug (a lane
 taking the wrong iterations, a warp combining its sums in the wrong place) shows here, in CI."""
