@@ -30,8 +30,12 @@ def pytest_configure(config: pytest.Config) -> None:
     path = given or tempfile.mkdtemp(prefix="sol-test-cache-")  # 0700: SOL refuses caches others can write
     if not given:
         config.stash[_made] = path
-    config.stash[_previous] = {name: os.environ.get(name) for name in (RUN_CACHE, "SOL_CACHE_DIR")}
+    config.stash[_previous] = {name: os.environ.get(name) for name in (RUN_CACHE, "SOL_CACHE_DIR", "OMP_WAIT_POLICY")}
     os.environ[RUN_CACHE] = os.environ["SOL_CACHE_DIR"] = path
+    # OpenMP threads that wait sleep instead of spinning: two xdist workers share the cores, and a spinning
+    # thread holds one that the other worker's compiler or model needs. (Only the waiting changes, not the
+    # threads: generated code still runs its parallel loops on every core.)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -698,8 +698,9 @@ def run_config(spec: dict[str, Any], log_dir: Path) -> dict[str, Any]:
         spec_path, out_path = scratch / "spec.json", scratch / "result.json"
         write_json(spec_path, spec)
         env = dict(os.environ)
-        # Private, empty caches: SOL's compile and torch.compile's compile are both measured cold.
-        env["SOL_CACHE_DIR"] = str(scratch / "sol_cache")
+        # Private, empty caches: SOL's compile and torch.compile's compile are both measured cold (unless
+        # --sol-cache names a cache to share, whose entries make SOL's "cold" compile partly a load).
+        env["SOL_CACHE_DIR"] = spec.get("sol_cache") or str(scratch / "sol_cache")
         env["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / "inductor_cache")
         env["OMP_NUM_THREADS"] = str(spec["threads"])  # SOL's generated OpenMP code and torch's pool alike
         env.setdefault("PYTHONWARNINGS", "ignore")
@@ -949,6 +950,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true",
                         help="keep each configuration's scratch directory (exported ONNX file, private caches)")
     parser.add_argument("--no-sol-cached", action="store_true", help="skip the fresh-process cached-load measurement")
+    parser.add_argument("--sol-cache", default=None, metavar="DIR",
+                        help="compile into this SOL cache instead of a private, empty one per configuration (what it "
+                             "already holds is loaded, not compiled: SOL's compile time is then not cold; for tests)")
     args = parser.parse_args(argv)
 
     if args.precision != "fp32" and args.mode != "inference":
@@ -1012,7 +1016,7 @@ def main(argv: list[str] | None = None) -> int:
                         "rounds": args.rounds, "settle_ms": args.settle_ms, "ramp_ms": args.ramp_ms,
                         "max_seconds": args.max_seconds,
                         "timeout": args.timeout, "precision": args.precision,
-                        "sol_cached": not args.no_sol_cached, "keep": args.keep}
+                        "sol_cached": not args.no_sol_cached, "keep": args.keep, "sol_cache": args.sol_cache}
                 result = run_config(spec, log_dir)
                 print(f"  done in {result['wall_s']:.0f} s", flush=True)
                 results.append(result)

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(not AB.is_file(), reason="benchmarks/ab.py is no
 
 
 def run_ab(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, SOL_CACHE_DIR=str(tmp_path / "sol_cache"), OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1")  # the run's SOL cache (conftest.py): the reader and glue built once
     return subprocess.run([sys.executable, str(AB), *args], capture_output=True, text=True, timeout=900, env=env)
 
 
