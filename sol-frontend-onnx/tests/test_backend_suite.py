@@ -58,11 +58,18 @@ def _suite_environment(tmp_path_factory: pytest.TempPathFactory, request: pytest
         mp.setenv("ONNX_HOME", str(tmp_path_factory.mktemp("onnx-home")))
         sol.config["compiler::cflags"] = CFLAGS
         try:
-            if os.environ.get("SOL_ONNX_SUITE_PREBUILD", "1") != "0":
+            # under pytest-xdist the workers compile the node tests side by side already (and a prebuild would
+            # hold all of them in one worker's setup, 270 s of one core while the other worker may run dry)
+            if os.environ.get("SOL_ONNX_SUITE_PREBUILD", "1") != "0" and not _xdist_workers():
                 _prebuild_node_tests()
             yield
         finally:
             sol.config["compiler::cflags"] = previous
+
+
+def _xdist_workers() -> bool:
+    """Whether this process is one of several pytest-xdist workers."""
+    return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1
 
 
 def _prebuild_node_tests() -> None:
