@@ -84,8 +84,8 @@ def test_a_wrong_gradient_is_caught() -> None:
         first.register_hook(lambda g: g * 1.01)
         return optimized
 
-    (size, batch), = CI_SIZES  # the fast resnet18 case's shapes: its compiled steps are loaded from the run's cache
-    model, x, target = gradient_check.classifier_case("resnet18", size, batch)
+    # at 64 px eager's own float32 error is small enough for a 1% skew to stand out (at 80 px it does not)
+    model, x, target = gradient_check.classifier_case("resnet18", 64, 8)
     report = gradient_check.check("resnet18", model, x, target, skewed, skewed)
     assert report.sol_float64 is not None and report.sol_float64.error > FLOAT64_TOLERANCE
     assert not report.within(3.0)
