@@ -47,8 +47,9 @@ DOCS_REQUIREMENTS = ["mkdocs>=1.6,<2"]
 # pytest exits 5 when it collected no tests; a package without tests yet is not a failure.
 PYTEST_OK = [0, 5]
 # The tests run in one pytest-xdist worker per core: most of their time is g++ on generated code and models
-# running in subprocesses, one core each. worksteal: each worker starts on its own half of the test list (a
-# module's tests stay together) and takes over from the other's queue when it runs dry.
+# running in subprocesses, one core each. worksteal: each worker starts on its own half of the test list (the
+# tests of a module mostly stay in one worker, and so do its module fixtures) and takes over part of the other's
+# queue when it runs dry.
 PARALLEL = ["pytest-xdist>=3.6"]
 PARALLEL_ARGS = ["-n", "auto", "--dist", "worksteal"]
 
