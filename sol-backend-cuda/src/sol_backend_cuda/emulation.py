@@ -56,7 +56,7 @@ def build(source: str, library: Path) -> Path:
     shutil.copyfile(RUNTIME_HEADER, directory / "emulation" / "cuda_runtime.h")
     cpp = directory / (library.stem + "_emulated.cpp")
     cpp.write_text(emulated_source(source))
-    done = subprocess.run([compiler, "-std=c++20", "-O1", "-fPIC", "-shared", "-pthread", "-w",
+    done = subprocess.run([compiler, "-std=c++20", "-O1", "-fPIC", "-shared", "-w",
                            f"-I{directory / 'emulation'}", str(cpp), "-o", str(library)],
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
