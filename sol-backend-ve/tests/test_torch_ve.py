@@ -290,3 +290,26 @@ def test_import_torch_installs_torch_ve_and_sol_pytorch_starts_it():
 def test_import_sol_never_imports_torch():
     result = _run("import sys, sol, sol_backend_ve; print('torch' in sys.modules)")
     assert result.returncode == 0 and result.stdout.strip() == "False", result.stderr
+
+
+def test_a_ve_started_after_the_first_backward_still_trains():
+    """PyTorch's autograd engine makes its device queues at the process's first backward; a VE started after that
+    (here: a CPU backward, then the first VE tensor) has none. Its backward passes run on the calling thread, with
+    one warning saying so and how to avoid it, instead of PyTorch's internal assert."""
+    result = _run("""
+        import warnings
+        import torch
+        x = torch.ones(3, requires_grad=True)
+        (x * 2).sum().backward()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            w = torch.arange(3.0, device="ve:0").requires_grad_()
+            (w * w).sum().backward()
+        print(w.grad.cpu().tolist(), x.grad.tolist())
+        print([str(c.message).split(":")[0] for c in caught if "autograd engine" in str(c.message)])
+    """, SOL_VE_EMULATE="1", TORCH_DEVICE_BACKEND_AUTOLOAD="1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "[0.0, 2.0, 4.0] [2.0, 2.0, 2.0]",
+        "[\"PyTorch's autograd engine started before the VE (a backward ran earlier in this process; it has queues "
+        "for 0 device(s), the VE has 1)\"]"], result.stdout

@@ -147,7 +147,28 @@ def register(lazy: bool = False) -> bool:
             return False
         _state["extension"] = module
         _state["reason"] = ""
+        _backward_without_engine_queues(module)
         return True
+
+
+def _backward_without_engine_queues(module: ModuleType) -> None:
+    """A VE started after the process's first backward: its backward passes run on the calling thread.
+
+    PyTorch's autograd engine makes its per-device queues once, at the first backward, for the devices registered
+    then; a VE started later has none, and a backward through VE tensors would stop at an internal assert. With the
+    engine's multithreading off (a per-thread setting), the backward runs on the thread that calls it instead.
+    """
+    queues, devices = module.autograd_device_queues(), module.device_count()
+    if queues < 0 or queues >= devices:
+        return
+    import torch
+
+    torch.autograd.set_multithreading_enabled(False)
+    warnings.warn(f"PyTorch's autograd engine started before the VE (a backward ran earlier in this process; it has "
+                  f"queues for {queues} device(s), the VE has {devices}): backward passes through VE tensors run on "
+                  f"this thread ({threading.current_thread().name}); other threads need "
+                  "torch.autograd.set_multithreading_enabled(False). Start the VE first (torch.ve.init()) to avoid "
+                  "this.", stacklevel=3)
 
 
 def start_if_torch_imported() -> None:

@@ -17,6 +17,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <dlfcn.h>
 #include <pybind11/pybind11.h>
+#include <torch/csrc/autograd/engine.h>
 #include <torch/library.h>
 
 #include "sol_torch_ve.h"
@@ -568,6 +569,17 @@ int init(const std::string& path, const std::string& kernels, py::object policy)
     return v.count;
 }
 
+// PyTorch's autograd engine sizes its per-device worker queues once, at the process's first backward, from the
+// device counts its guards report then. A VE started after that has no queue: a backward through VE tensors hits
+// an internal assert in the engine. The engine keeps the queues protected; a derived class may name them.
+struct EngineQueues : torch::autograd::Engine {
+    // -1: no backward has run yet (the engine will see the VE's guard when it starts)
+    static int count(torch::autograd::Engine& engine) {
+        if (!(engine.*(&EngineQueues::thread_pool_shared_))) return -1;
+        return static_cast<int>((engine.*(&EngineQueues::device_ready_queues_)).size());
+    }
+};
+
 int checked_device(int device) {
     require_ready();
     int d = device < 0 ? t_device : device;
@@ -594,6 +606,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     m.def("virtual_pointer", [](uintptr_t address) { return vptr_of(reinterpret_cast<void*>(address), 0); },
           "VEDA's virtual pointer of a VE tensor's data_ptr()");
     m.def("emulated", []() { return g_veda.emulated; });
+    m.def("autograd_device_queues", []() { return EngineQueues::count(torch::autograd::Engine::get_default_engine()); },
+          "the autograd engine's per-device queues (-1 while no backward has run in this process)");
     m.def("copy_counters", []() {
         py::dict d;
         d["to_ve_copies"] = g_to_ve_copies.load();
