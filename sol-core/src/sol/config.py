@@ -24,6 +24,7 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("compiler::debug_memory_consumption", bool, False, "Write a plot of live workspace memory over the schedule into compiler::debug_dir (needs `pip install sol-core[debug]`)."),
     ConfigKey("compiler::cc", str, "g++", "The host C++ compiler used to build generated code."),
     ConfigKey("compiler::cflags", str, "-O3 -march=native -fopenmp", "Flags passed to the host compiler for generated code."),
+    ConfigKey("compiler::pch", bool, True, "Precompile the system headers of generated C++ once per toolchain (GCC only) and reuse them in every compile; it changes no generated code, only how long a compile takes."),
     ConfigKey("compiler::progress", bool, True, "Show a progress bar for compiles that take longer than a second."),
     ConfigKey("compiler::profile", bool, False, "Time every Cluster of forward in generated code (CompiledModel.profile() reads the totals)."),
     ConfigKey("compiler::precision", str, "fp32", "What sol.optimize computes in unless its precision= says: 'fp32' (as the framework), 'bf16' or 'fp16' (Conv/Linear/MatMul in that type with fp32 accumulation; inputs and outputs keep their dtype), 'auto' (bf16 where the device computes it natively, else fp32). A device without the precision raises a SolUnsupportedError.", choices=("fp32", "bf16", "fp16", "auto")),

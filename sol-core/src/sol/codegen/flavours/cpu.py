@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 from ...errors import SolBuildError
+from .. import pch
 from ..flavour import Flavour
 from ..templates import render
 
@@ -42,7 +43,9 @@ class CpuFlavour(Flavour):
         return shlex.split(flags) + extra + ["-fno-math-errno", "-std=c++17", "-shared", "-fPIC"]
 
     def compile_command(self, source: Path, library: Path) -> list[str]:
-        return [*shlex.split(self.cc), *self.cflags, str(source), "-o", str(library)]
+        flags = self.cflags
+        system = pch.include_flags(self.cc, flags, render("system_headers_cpu.j2"), _compiler_version(self.cc))
+        return [*shlex.split(self.cc), *flags, *system, str(source), "-o", str(library)]
 
     def toolchain_id(self) -> str:
         return f"{self.name}|{self.cc}|{_compiler_version(self.cc)}|{' '.join(self.cflags)}"
