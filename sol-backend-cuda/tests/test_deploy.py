@@ -56,7 +56,7 @@ def test_the_tf32_option_is_strict_by_default_and_refused_without_library_calls(
     assert tf32_option({TF32_OPTION: "all"}).word() == 3
     with pytest.raises(SolInputError, match="nvidia::tf32='yes' is not one of"):
         tf32_option({TF32_OPTION: "yes"})
-    assert WRAPPER.count(", SOL_DEPLOY_FP32_MATH) != 0)") == 2  # _prepare and _forward
+    assert WRAPPER.read_text().count(", SOL_DEPLOY_FP32_MATH) != 0)") == 2  # _prepare and _forward
     if NVCC is not None:
         assert CudaDeployTarget().flavour({TF32_OPTION: "off"}).deploy_fp32_math.word() == 0
         with pytest.raises(SolUnsupportedError, match="generated kernels only"):
