@@ -79,7 +79,7 @@ def test_parse_title_and_table() -> None:
 
 def test_dot_names_every_cluster_of_the_plan() -> None:
     graph, _ = _net()
-    flavour, _ = flavour_for("x86")
+    flavour, _ = flavour_for(None)  # the default device's (the generic CPU flavour where no backend is installed)
     the_plan = plan(graph, flavour)
     text = graphviz.to_dot(the_plan, "x86:0")
     assert "cluster_prepare" not in text
@@ -120,7 +120,7 @@ def _propagate_sol_logs() -> Iterator[None]:
 
 def test_memory_timeline_peak_is_the_planned_workspace() -> None:
     graph, _ = _net()
-    the_plan = plan(graph, flavour_for("x86")[0])
+    the_plan = plan(graph, flavour_for(None)[0])
     data = memory_plot.timeline(the_plan, batch=3)
     assert len(data.steps) == len(the_plan.programs.main)
     assert data.peak == data.planned_peak == the_plan.memory.workspace.at(3)

@@ -247,3 +247,45 @@ def test_after_load_waits_for_the_process_registry(monkeypatch):
     assert calls == ["loaded", "first", "second"]
     plugins.after_load(lambda: calls.append("now"))  # loaded: runs at once
     assert calls[-1] == "now"
+
+
+HOST_CPU = """
+import sol
+from sol.records import Backend, Device, ProbeResult
+class HostCpu(Backend):
+    name = "mycpu"
+    description = "a host CPU type"
+    host = True
+    def probe(self): return ProbeResult(devices=(Device("mycpu", 0, "My CPU", "mycpu"),))
+@sol.hookimpl
+def sol_backends(): return [HostCpu()]
+"""
+ACCELERATOR = """
+import sol
+from sol.records import Backend, Device, ProbeResult
+class Accelerator(Backend):
+    name = "myaccel"
+    description = "a device whose tensors a framework holds"
+    framework_devices = {"pytorch": "privateuseone"}
+    def probe(self): return ProbeResult(devices=(Device("myaccel", 0, "My accelerator", "myaccel"),))
+@sol.hookimpl
+def sol_backends(): return [Accelerator()]
+"""
+
+
+def test_the_core_reads_device_roles_from_the_backends():
+    """Which device type is the host CPU is the backends' declaration (Backend.host), not a name the core knows: a
+    third-party host CPU type is the default device even where another backend sorts first, and builds without a
+    device record; an unknown type names the installed backends."""
+    from sol.compiler import _resolve_device, flavour_for, host_types
+
+    with isolated_registry([broken("mycpu", HOST_CPU), broken("myaccel", ACCELERATOR)]):
+        assert host_types() == ("mycpu",)
+        assert sol.device.get().id == "mycpu:0"  # "myaccel" sorts first, but is no host
+        assert _resolve_device("mycpu:0") is None  # host code: no device record needed
+        flavour, index = flavour_for("mycpu:0")
+        assert flavour.name == "mycpu" and index == 0
+        with pytest.raises(sol.errors.SolDeviceError, match="installed backends are myaccel, mycpu"):
+            flavour_for("nope")
+        with pytest.raises(sol.errors.SolDeviceError, match="not a host CPU type"):
+            flavour_for("myaccel")

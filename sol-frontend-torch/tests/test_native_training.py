@@ -54,3 +54,27 @@ def test_native_step_copies_nothing_and_matches_eager(device: str) -> None:
     # per step a prepare and a forward, a prepare and a backward: four launches
     assert stats.launches == 12, stats
     assert runtime.transfers == []  # the device's own record: no copy in either direction
+
+
+def test_native_devices_are_what_the_backends_declare() -> None:
+    """The frontend names no device: the PyTorch device types it runs natively on come from the installed backends'
+    ``framework_devices`` (CUDA's and the VE's here), so a third-party device with its own torch tensors needs no
+    frontend change."""
+    from sol.testing import FakeEntryPoint, isolated_registry
+    from sol.testing.plugins import make_module
+    from sol_frontend_torch.module import native_device_types
+
+    assert native_device_types() == {"cuda": "cuda", "ve": "ve"}
+    module = make_module("_sol_test_torch_accel", """
+import sol
+from sol.records import Backend, Device, ProbeResult
+class Accelerator(Backend):
+    name = "myaccel"
+    description = "a device with PyTorch tensors of its own"
+    framework_devices = {"pytorch": "privateuseone", "onnx": "ignored here"}
+    def probe(self): return ProbeResult(devices=(Device("myaccel", 0, "My accelerator", "myaccel"),))
+@sol.hookimpl
+def sol_backends(): return [Accelerator()]
+""")
+    with isolated_registry([FakeEntryPoint("myaccel", module)]):
+        assert native_device_types() == {"privateuseone": "myaccel"}

@@ -86,6 +86,7 @@ def probe_host(
 class Arm64Backend(Backend):
     name = "arm64"
     description = "ARM64 CPUs (g++/OpenMP; cross-compiles on other machines)"
+    host = True
 
     def probe(self) -> ProbeResult:
         return probe_host(platform.machine(), HostPaths(), usable_cpus())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from sol.records import Backend, Device, ProbeResult
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 class CudaBackend(Backend):
     name = "cuda"
     description = "NVIDIA GPUs (CUDA driver API, nvcc)"
+    framework_devices: ClassVar[Mapping[str, str]] = {"pytorch": "cuda"}  # PyTorch's CUDA tensors
     # cuInit can hang on a wedged GPU or crash on a broken driver install:
     # sol-core runs probe() in a child process and gives up after this long.
     probe_timeout = 10.0

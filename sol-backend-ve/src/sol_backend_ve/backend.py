@@ -7,7 +7,7 @@ import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from sol.records import Backend, Device, ProbeResult
 
@@ -60,6 +60,7 @@ def _device(index: int, slot: Slot, sysfs: Path) -> Device:
 class VeBackend(Backend):
     name = "ve"
     description = "NEC SX-Aurora TSUBASA Vector Engines (nc++)"
+    framework_devices: ClassVar[Mapping[str, str]] = {"pytorch": "ve"}  # PyTorch's VE tensors (sol_backend_ve.torch_ve)
     # sysfs reads of a VE in a bad state can block; sol-core probes in a
     # child process and gives up after this long.
     probe_timeout = 10.0

@@ -81,6 +81,7 @@ def probe_host(machine: str, paths: HostPaths | None = None, usable: frozenset[i
 class X86Backend(Backend):
     name = "x86"
     description = "x86-64 host CPUs (g++/OpenMP, oneDNN)"
+    host = True
 
     def probe(self) -> ProbeResult:
         return probe_host(platform.machine(), HostPaths(), usable_cpus())

@@ -36,13 +36,14 @@ def optimize(model, *inputs, batch_size: int | None = None, device=None, precisi
 
 
 def deploy(model, *inputs, target: str = "lib::shared", lib_name: str = "libsolpredict",
-           func_name: str = "sol_predict", path=".", device="x86", host_device=None, options=None, dargs=None):
+           func_name: str = "sol_predict", path=".", device=None, host_device=None, options=None, dargs=None):
     """Build ``model`` into a standalone C library plus header ``<lib_name>.h`` in ``path``.
 
     ``inputs``: example tensors or shapes (``[1, 3, 224, 224]``); the library is
     built for exactly these shapes. ``target``: ``"lib::shared"`` or
     ``"lib::static"``. ``device``: the device type to build for (``"x86"``,
-    ``"arm64"``, ...: every backend that implements ``sol_deploy_targets``).
+    ``"arm64"``, ...: every backend that implements ``sol_deploy_targets``;
+    None: this machine's CPU, the first host backend that sees it).
     ``options``: ``{"weights": "file"}`` writes the weights to a separate file
     instead of embedding them; targets add their own (``gcc::march``,
     ``gcc::mtune``; on x86 ``x86::onednn``: ``"avoid"`` for library-free

@@ -33,8 +33,13 @@ _log = log.get("compiler")
 
 #: Bump when generated code changes for the same graph (part of the cache key).
 CODEGEN_VERSION = "26"
-#: Device types served by the generic OpenMP C++ flavour.
-HOST_TYPES = ("x86", "arm64")
+
+
+def host_types() -> tuple[str, ...]:
+    """The installed host CPU types: backends that declare ``host`` (their code runs on the framework's tensors)."""
+    from .plugins import registry
+
+    return tuple(sorted(name for name, backend in registry().backends.items() if backend.host))
 
 
 def flavour_for(device: Device | str | None) -> tuple[Flavour, int]:
@@ -45,7 +50,7 @@ def flavour_for(device: Device | str | None) -> tuple[Flavour, int]:
 
         device = default_device()
         if device is None:
-            return CpuFlavour("x86"), 0
+            return CpuFlavour(), 0  # no backend sees a device: sol-core's generic flavour for this CPU
     if isinstance(device, str):
         kind, _, index = device.partition(":")
         dtype, dindex = kind, int(index or 0)
@@ -59,10 +64,14 @@ def flavour_for(device: Device | str | None) -> tuple[Flavour, int]:
         if not isinstance(flavour, Flavour):
             raise SolDeviceError(f"backend {dtype!r} returned {flavour!r} from flavour(), not a sol.codegen.Flavour")
         return flavour, dindex
-    if dtype in HOST_TYPES:
+    if backend is not None and backend.host:
         return CpuFlavour(dtype), dindex
-    raise SolDeviceError(f"no code generation flavour for device type {dtype!r}; "
-                         f"install its backend package (sol-backend-{dtype}) or use one of {', '.join(HOST_TYPES)}")
+    if backend is not None:
+        raise SolDeviceError(f"backend {dtype!r} has no code generation flavour: its flavour() returned None and it "
+                             "is not a host CPU type (Backend.host)")
+    installed = ", ".join(sorted(registry().backends)) or "none"
+    raise SolDeviceError(f"no code generation flavour for device type {dtype!r}: install its backend package "
+                         f"(sol-backend-{dtype}); the installed backends are {installed}")
 
 
 def _resolve_device(device: Device | str | None) -> Device | None:
@@ -73,7 +82,7 @@ def _resolve_device(device: Device | str | None) -> Device | None:
         return device
     if isinstance(device, str):
         kind, _, index = device.partition(":")
-        if kind in HOST_TYPES:  # host code needs no device record (arm64 code is built and tested without one)
+        if kind in host_types():  # host code needs no device record (arm64 code is built and tested without one)
             return None
         return get_device(kind, int(index or 0))
     return default_device()

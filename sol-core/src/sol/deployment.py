@@ -93,14 +93,14 @@ class DeployResult:
 
 
 def deploy(model: Any, *inputs: Any, target: str = "lib::shared", lib_name: str = "libsolpredict",
-           func_name: str = "sol_predict", path: str | Path = ".", device: Any = "x86", host_device: Any = None,
+           func_name: str = "sol_predict", path: str | Path = ".", device: Any = None, host_device: Any = None,
            options: Mapping[str, Any] | None = None, dargs: Mapping[str, Any] | None = None) -> DeployResult:
     """Build ``model`` into a standalone library plus header under ``path`` (see `sol.deploy`)."""
     settings: dict[str, Any] = {"lib_name": lib_name, "func_name": func_name, "path": path, "device": device,
                                 "host_device": host_device}
     settings.update(_from_dargs(dargs or {}))
     kind = _kind(target)
-    device_type = _device_type(settings["device"], "device")
+    device_type = _device_type(settings["device"], "device") if settings["device"] is not None else _host_type()
     deploy_target = target_for(device_type)
     _check_host(settings["host_device"], device_type)
     opts = _options(deploy_target, options or {})
@@ -249,6 +249,20 @@ def _device_type(device: Any, argument: str) -> str:
     if not name:
         raise SolInputError(f"sol.deploy: {argument} must name a device type such as 'x86' or 'arm64', got {device!r}")
     return name
+
+
+def _host_type() -> str:
+    """This machine's CPU type: the first host backend (`Backend.host`) that sees a device."""
+    from .compiler import host_types
+    from .devices import probe
+    from .plugins import registry
+
+    for name in host_types():
+        if probe(registry().backends[name]).devices:
+            return name
+    raise SolDeviceError(f"sol.deploy: no host CPU backend sees this machine's CPU (installed host backends: "
+                         f"{', '.join(host_types()) or 'none'}); install the one for this CPU (sol-backend-x86, "
+                         "sol-backend-arm64) or name the target with device=")
 
 
 def _check_host(host_device: Any, device_type: str) -> None:

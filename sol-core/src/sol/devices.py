@@ -116,14 +116,15 @@ def all_devices() -> list[Device]:
 
 
 def default_device() -> Device | None:
-    """The device models run on: the selected one, else the first x86 device, else any."""
+    """The device models run on: the selected one, else the first host CPU device (`Backend.host`), else any."""
     if _CURRENT is not None:
         return get_device(*_CURRENT)
     # The host CPU first, probed alone: probing every backend would start the
     # out-of-process probes of CUDA/VE on every sol.optimize.
     backends = _registry().backends
-    if "x86" in backends and probe(backends["x86"]).devices:
-        return probe(backends["x86"]).devices[0]
+    for name in sorted(backends):
+        if backends[name].host and probe(backends[name]).devices:
+            return probe(backends[name]).devices[0]
     devices = all_devices()
     return devices[0] if devices else None
 

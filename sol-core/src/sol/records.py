@@ -101,11 +101,23 @@ class Backend:
     process killed after that many seconds, so a hanging or crashing driver
     (CUDA, VE) cannot take the user's process down with it. The subclass must
     then be importable by its module path and constructible without arguments.
+
+    ``host``: True for a host CPU type (x86, arm64): its code runs in this
+    process on the framework's own tensors, so sol-core builds it without a
+    device record (cross-compiled code is built and tested where no such CPU
+    exists) and picks the first host device as the default device.
+
+    ``framework_devices``: the framework device types whose tensors this
+    backend computes on where they lie, per frontend (``{"pytorch": "cuda"}``):
+    a model called with such tensors runs on them with no copies. Frontends
+    read this instead of naming devices.
     """
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     probe_timeout: ClassVar[float | None] = None
+    host: ClassVar[bool] = False
+    framework_devices: ClassVar[Mapping[str, str]] = {}
 
     def probe(self) -> ProbeResult:
         """Look for devices of this type; never raise for "none found"."""

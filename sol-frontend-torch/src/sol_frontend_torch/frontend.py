@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from sol.records import Frontend
 
+from .settings import FRONTEND_NAME
+
 if TYPE_CHECKING:
     import torch
     from sol.ir import Graph
@@ -29,7 +31,7 @@ def output_spec(model: torch.nn.Module) -> Any:
 
 
 class TorchFrontend(Frontend):
-    name = "pytorch"
+    name = FRONTEND_NAME
     description = "PyTorch models (torch.nn.Module), captured with torch.export"
     alias = "pytorch"
 

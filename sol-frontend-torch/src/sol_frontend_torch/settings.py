@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from sol.records import ConfigKey
 
+#: this frontend's name (``sol.frontends`` entry point, ``TorchFrontend.name``): the key of ``Backend.framework_devices``
+FRONTEND_NAME = "pytorch"
+
 READER_KEY = ConfigKey("pytorch::native_reader", bool, True,
                        "Check a PyTorch model's parameters for changes before each call with a small compiled helper "
                        "(built once per torch version, in the foreground by the first sol.optimize that lacks it) instead of Python: 8 us instead of "
