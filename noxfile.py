@@ -6,7 +6,7 @@
     nox -s demo           optimize a real model and show the speed-up
     nox -s bench          side-by-side benchmarks against the peers (benchmarks/)
     nox -s docs           build the documentation site strictly
-    nox -s lint           ruff
+    nox -s lint           ruff and the import contracts (import-linter)
 
 Extra arguments after ``--`` go to pytest, e.g. ``nox -s tests -- -m slow``.
 """
@@ -44,6 +44,8 @@ TORCH_STACK = [TORCH, "torchvision==0.28.0", "transformers==5.24.0", "timm==1.0.
 # peers ONNX Runtime and OpenVINO, and onnxscript, which torch's (dynamo) ONNX exporter needs.
 BENCH_PEERS = ["torchvision==0.28.0", "onnxruntime==1.31.1", "openvino==2026.4.1", "onnxscript==0.7.2"]
 DOCS_REQUIREMENTS = ["mkdocs>=1.6,<2"]
+# The import contracts between the packages (.importlinter): checked after the tests and by the lint session.
+IMPORT_LINTER = ["import-linter>=2.1,<3"]
 # pytest exits 5 when it collected no tests; a package without tests yet is not a failure.
 PYTEST_OK = [0, 5]
 # The tests run in one pytest-xdist worker per core: most of their time is g++ on generated code and models
@@ -84,10 +86,11 @@ def tests(session: nox.Session) -> None:
     """All packages' tests in one environment (the slow set only if asked for), then the docs build."""
     packages = _existing(list(PACKAGES))
     _install(session, packages)
-    session.install(*DOCS_REQUIREMENTS, *PARALLEL)
+    session.install(*DOCS_REQUIREMENTS, *PARALLEL, *IMPORT_LINTER)
     session.run("pytest", "-q", *_pytest_args(session), *[f"{p}/tests" for p in packages], success_codes=PYTEST_OK)
     # the documentation is part of the product: it must build strictly wherever the tests pass
     session.run("mkdocs", "build", "--strict", "--site-dir", "build/site")
+    session.run("lint-imports")
 
 
 for _package, _deps in PACKAGES.items():
@@ -132,5 +135,9 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    session.install("ruff")
+    """ruff, and the import contracts between the packages (.importlinter), read from the sources."""
+    session.install("ruff", *IMPORT_LINTER)
     session.run("ruff", "check", ".")
+    # import-linter finds the packages on the path without importing them: no install (and no torch) needed
+    sources = [str(ROOT / p / "src") for p in _existing(list(PACKAGES))]
+    session.run("lint-imports", env={"PYTHONPATH": ":".join(sources)})
