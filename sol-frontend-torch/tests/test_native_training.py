@@ -56,25 +56,40 @@ def test_native_step_copies_nothing_and_matches_eager(device: str) -> None:
     assert runtime.transfers == []  # the device's own record: no copy in either direction
 
 
-def test_native_devices_are_what_the_backends_declare() -> None:
+def test_native_devices_and_their_glue_are_what_the_backends_declare() -> None:
     """The frontend names no device: the PyTorch device types it runs natively on come from the installed backends'
-    ``framework_devices`` (CUDA's and the VE's here), so a third-party device with its own torch tensors needs no
-    frontend change."""
+    ``framework_devices``, and the queue of a native call from the backend's ``framework_glue`` (CUDA's: PyTorch's
+    current stream and caching allocator, in sol-backend-cuda). A third-party device with PyTorch tensors of its own
+    needs no frontend change."""
+    from sol.plugins import registry
     from sol.testing import FakeEntryPoint, isolated_registry
     from sol.testing.plugins import make_module
-    from sol_frontend_torch.module import native_device_types
+    from sol_frontend_torch.native import native_device_types, native_queue
 
     assert native_device_types() == {"cuda": "cuda", "ve": "ve"}
+    cuda = registry().backends["cuda"]
+    assert callable(cuda.framework_glue("pytorch").native_queue) and cuda.framework_glue("onnx") is None
+    assert registry().backends["ve"].framework_glue("pytorch") is None  # the VE queues its own work
     module = make_module("_sol_test_torch_accel", """
 import sol
 from sol.records import Backend, Device, ProbeResult
+class Glue:
+    calls = []
+    def native_queue(self, model, device):
+        self.calls.append((model, device.type))
+        return 1234
 class Accelerator(Backend):
     name = "myaccel"
     description = "a device with PyTorch tensors of its own"
     framework_devices = {"pytorch": "privateuseone", "onnx": "ignored here"}
+    glue = Glue()
+    def framework_glue(self, frontend): return self.glue if frontend == "pytorch" else None
     def probe(self): return ProbeResult(devices=(Device("myaccel", 0, "My accelerator", "myaccel"),))
 @sol.hookimpl
 def sol_backends(): return [Accelerator()]
 """)
     with isolated_registry([FakeEntryPoint("myaccel", module)]):
         assert native_device_types() == {"privateuseone": "myaccel"}
+        assert native_queue("model", torch.device("privateuseone", 0)) == 1234
+        assert module.Glue.calls == [("model", "privateuseone")]
+        assert native_queue("model", torch.device("cpu")) is None  # no backend serves CPU tensors natively

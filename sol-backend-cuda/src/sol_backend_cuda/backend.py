@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sol.records import Backend, Device, ProbeResult
 
@@ -32,6 +32,14 @@ class CudaBackend(Backend):
         from .flavour import CudaFlavour
 
         return CudaFlavour()
+
+    def framework_glue(self, frontend: str) -> Any:
+        """PyTorch's current stream and caching allocator for models run on its CUDA tensors (`torch_glue`)."""
+        if frontend != "pytorch":
+            return None
+        from . import torch_glue  # imports torch: only a PyTorch process asks
+
+        return torch_glue
 
     def runtime(self, device: Device) -> CudaRuntime:
         """The GPU's `sol_backend_cuda.runtime.CudaRuntime` (libcudart through ctypes; the main loop on the host)."""

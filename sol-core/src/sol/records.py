@@ -136,6 +136,17 @@ class Backend:
         """
         return None
 
+    def framework_glue(self, frontend: str) -> Any:
+        """What frontend ``frontend`` needs to run this device's models on the framework's own tensors of it (the
+        types in ``framework_devices``), or None (the default): nothing beyond the `DeviceRuntime`.
+
+        For ``"pytorch"``: an object with ``native_queue(model, device)``, called before each native call with the
+        compiled model and the ``torch.device``; it returns the queue the model runs on (CUDA: PyTorch's current
+        stream, and the model's workspace allocator becomes PyTorch's caching allocator), or None where the device
+        queues work itself. The glue is the backend's, so the frontend knows no device.
+        """
+        return None
+
     def runtime(self, device: Device) -> DeviceRuntime | None:
         """The `DeviceRuntime` of ``device``, for a device with its own memory; None (the default) for host devices.
 

@@ -37,23 +37,9 @@ from .capture import torch_dtype
 from .fp32_math import following_torch
 from .params import ParamSlots, assignments
 from .params import _count_assignment as count_assignment
-from .settings import FRONTEND_NAME
 from .training import RecomputeFunction, SolFunction, Step, Variant, capture_variant, rng_key
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-
-
-def native_device_types() -> dict[str, str]:
-    """PyTorch device type -> the SOL device type whose compiled models take its tensors as they are (native
-    offloading): what the installed backends declare in ``Backend.framework_devices["pytorch"]``."""
-    from sol.plugins import registry
-
-    found = {}
-    for name, backend in registry().backends.items():
-        torch_type = backend.framework_devices.get(FRONTEND_NAME)
-        if torch_type:
-            found[torch_type] = name
-    return found
 
 
 def _spec_fields(spec: Any) -> tuple[tuple[Size, ...], str]:
@@ -260,7 +246,7 @@ class SolModule(torch.nn.Module):
         first = next((x for x in inputs if isinstance(x, torch.Tensor)), None)
         if first is None or first.device.type == getattr(self._sol_compiled, "device_type", "cpu"):
             return None
-        native_types = native_device_types()
+        native_types = native.native_device_types()
         sol_type = native_types.get(first.device.type, first.device.type)
         target = f"{sol_type}:{first.device.index or 0}"
         own = getattr(self._sol_compiled, "device", None)

@@ -4,7 +4,7 @@ A model compiled for a device with its own memory (`sol.runtime.offload.Offloade
 addresses of PyTorch's device tensors as they are: inputs, outputs, parameters, and in training the saved
 activations and gradients, never leave the device. `DeviceParams` hands a model's parameters in by
 address (``prepare_on_device``), again only after one of them changed; `run` launches one forward on the
-queue PyTorch itself uses for the device (`sol_frontend_torch.cuda.native_queue`). Both serve inference
+queue PyTorch itself uses for the device (`native_queue`: the device's backend says which). Both serve inference
 (`SolModule`) and the training steps (`sol_frontend_torch.training.Step`) alike, for any device type.
 """
 
@@ -16,9 +16,32 @@ from typing import Any
 import torch
 from sol.errors import SolInputError
 
-from .cuda import native_queue
 from .fp32_math import following_torch
 from .params import ParamSlots
+from .settings import FRONTEND_NAME
+
+
+def native_device_types() -> dict[str, str]:
+    """PyTorch device type -> the SOL device type whose compiled models take its tensors as they are (native
+    offloading): what the installed backends declare in ``Backend.framework_devices["pytorch"]``."""
+    from sol.plugins import registry
+
+    found = {}
+    for name, backend in registry().backends.items():
+        torch_type = backend.framework_devices.get(FRONTEND_NAME)
+        if torch_type:
+            found[torch_type] = name
+    return found
+
+
+def native_queue(compiled: Any, device: torch.device) -> Any:
+    """The queue a native call on ``device`` runs on, from the glue of the device's backend
+    (`sol.records.Backend.framework_glue`); None where the backend has none (it queues work itself)."""
+    from sol.plugins import registry
+
+    backend = registry().backends.get(native_device_types().get(device.type, ""))
+    glue = backend.framework_glue(FRONTEND_NAME) if backend is not None else None
+    return glue.native_queue(compiled, device) if glue is not None else None
 
 
 def takes_device_tensors(compiled: Any) -> bool:
@@ -63,7 +86,7 @@ def run(compiled: Any, params: DeviceParams, inputs: Sequence[torch.Tensor], out
         batch: int, device: torch.device) -> None:
     """One forward of ``compiled`` on ``device``: contiguous ``inputs`` into preallocated ``outputs``, both tensors
     on ``device``; returns when the device reported the model's status (a SOL error if it failed)."""
-    queue = native_queue(compiled, device)  # CUDA: PyTorch's current stream and caching allocator
+    queue = native_queue(compiled, device)  # CUDA: PyTorch's current stream and caching allocator (its backend's glue)
     with following_torch():  # library calls in TF32 or not, as eager's would be with the settings of now
         params.ensure(compiled, device, queue)
         launch = compiled.run_on_device([x.data_ptr() for x in inputs], [o.data_ptr() for o in outputs], batch,

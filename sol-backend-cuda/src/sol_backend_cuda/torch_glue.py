@@ -1,5 +1,8 @@
 """PyTorch's CUDA tensors as SOL's native device memory: PyTorch's current stream and caching allocator.
 
+The PyTorch frontend's glue for this device (`CudaBackend.framework_glue`): imported only by a PyTorch process
+that runs a model on CUDA tensors, so the backend itself never needs torch.
+
 A model compiled for ``cuda:N`` runs on CUDA tensors with no copies
 (`SolModule`'s native path): inputs, outputs and parameters are the tensors'
 own memory, its kernels go on ``torch.cuda.current_stream()`` (so
