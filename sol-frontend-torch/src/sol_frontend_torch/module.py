@@ -22,50 +22,26 @@ and both devices.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
-from sol.errors import SolInputError
-from sol.ir import BATCH, Size, solve_batch
 from sol.runtime.offload import TransferStats
 from sol.seeds import generation
 
-from . import autocast, fast_call, native, native_reader, structured
-from .capture import torch_dtype
+from . import autocast, fast_call, native_reader, structured
 from .fp32_math import following_torch
-from .params import ParamSlots, assignments
+from .input_binding import InputBinding
+from .native_runs import NativeRuns
+from .params import ParamSlots
 from .params import _count_assignment as count_assignment
-from .training import RecomputeFunction, SolFunction, Step, Variant, capture_variant, rng_key
-
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-
-
-def _spec_fields(spec: Any) -> tuple[tuple[Size, ...], str]:
-    """(shape, numpy dtype name) of a runtime input/output spec (an object, a mapping or a pair)."""
-    if isinstance(spec, dict):
-        return tuple(spec["shape"]), str(spec["dtype"])
-    if isinstance(spec, (tuple, list)):
-        return tuple(spec[0]), str(spec[1])
-    return tuple(spec.shape), str(spec.dtype)
+from .training_calls import TrainingCalls
+from .variants import Variants
 
 
-def _describe(shape: Sequence[Size]) -> str:
-    return "[" + ", ".join("batch" if s == BATCH else str(s) for s in shape) + "]"
+class SolModule(InputBinding, Variants, NativeRuns, TrainingCalls, torch.nn.Module):
+    """The user's model, optimized (see the module docstring); each concern of a call is a mixin of its own module:
+    `input_binding`, `variants`, `native_runs`, `training_calls`, and `autocast` for torch.autocast."""
 
-
-def _expected(shape: Sequence[Size], dtype: torch.dtype) -> str:
-    """The "expected ..." part of an input error (built only when there is an error: sympy makes it slow)."""
-    return f"a {str(dtype).removeprefix('torch.')} tensor of shape {_describe(shape)}"
-
-
-def _specialised(value: Any) -> bool:
-    """Whether an example input is compiled into the graph instead of being an input of it (None, a Python scalar)."""
-    return value is None or isinstance(value, (bool, int, float))
-
-
-class SolModule(torch.nn.Module):
     def __init__(self, model: torch.nn.Module, compiled: Any, output_spec: Any = None,
                  example: tuple[tuple[Any, ...], int | None] | None = None, device: Any = None) -> None:
         super().__init__()
@@ -98,79 +74,6 @@ class SolModule(torch.nn.Module):
     @property
     def compiled(self) -> Any:
         return self._sol_compiled
-
-    def _batch(self, inputs: Sequence[Any], specs: Sequence[Any], device: str | None = None) -> int:
-        if len(inputs) != len(specs):
-            raise SolInputError(f"the optimized model takes {len(specs)} inputs, got {len(inputs)}")
-        batch: int | None = None
-        device = device or getattr(self._sol_compiled, "device_type", "cpu")
-        for index, (value, (shape, dtype, static)) in enumerate(zip(inputs, self._spec_info(specs), strict=True)):
-            if not isinstance(value, torch.Tensor):
-                raise SolInputError(f"input {index}: expected {_expected(shape, dtype)}, got {type(value).__name__}")
-            if value.dtype != dtype:
-                raise SolInputError(f"input {index}: expected {_expected(shape, dtype)}, "
-                                    f"got dtype {str(value.dtype).removeprefix('torch.')}")
-            if value.device.type != device:
-                raise SolInputError(self._device_mismatch(index, value, device))
-            if static and value.shape == shape:  # the usual case: no batch dim to solve for
-                continue
-            if value.dim() != len(shape):
-                raise SolInputError(f"input {index}: expected {_expected(shape, dtype)}, got shape {list(value.shape)}")
-            for want, got in zip(shape, value.shape, strict=True):
-                if isinstance(want, int):
-                    ok = want == got
-                else:
-                    solved = solve_batch(want, got)
-                    ok = solved is not None and batch in (None, solved)
-                    batch = solved if ok else batch
-                if not ok:
-                    raise SolInputError(f"input {index}: expected {_expected(shape, dtype)}, got shape {list(value.shape)}")
-        return batch if batch is not None else 1
-
-    def _device_mismatch(self, index: int, value: torch.Tensor, device: str) -> str:
-        runs_on = getattr(self._sol_compiled, "device", None)  # an offloaded model: its SOL device (e.g. ve:0)
-        if runs_on is not None:
-            return (f"input {index} is on device {value.device}, but the model runs on {runs_on} and takes {device} "
-                    f"tensors (copied to {runs_on} per call); move the input to {device}")
-        return (f"input {index} is on device {value.device}, but the model was optimized for {device}; "
-                "move the input or optimize for that device")
-
-    def _spec_info(self, specs: Sequence[Any]) -> list[tuple[tuple[Size, ...], torch.dtype, bool]]:
-        """(shape, torch dtype, whether the shape is all ints) per spec; computed once per list of specs."""
-        cache = self._sol_spec_cache
-        entry = cache.get(id(specs))
-        if entry is None or entry[0] is not specs:  # the entry keeps its list alive, so ids are not reused
-            if len(cache) >= 8:  # callers that pass a new list per call (training) are not helped, but bounded
-                cache.clear()
-            info = []
-            for spec in specs:
-                shape, dtype = _spec_fields(spec)
-                info.append((shape, torch_dtype(dtype), all(isinstance(s, int) for s in shape)))
-            entry = cache[id(specs)] = (specs, info)
-        return entry[1]
-
-    def _structure(self, outputs: list[torch.Tensor], spec: Any) -> Any:
-        if spec is not None:
-            return pytree.tree_unflatten(outputs, spec)
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
-
-    def _tensor_inputs(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        """The inputs the compiled model takes: containers (a cache, a tuple) replaced by their tensors, without those
-        that were None or Python scalars in sol.optimize's example (torch.export specialised the graph to them),
-        which must have the same values now."""
-        example = self._sol_flat_example
-        inputs = structured.flatten(inputs)
-        if example is None or len(inputs) != len(example) or all(not _specialised(e) for e in example):
-            return inputs
-        kept = []
-        for index, (value, seen) in enumerate(zip(inputs, example, strict=True)):
-            if not _specialised(seen):
-                kept.append(value)
-            elif not _specialised(value) or type(value) is not type(seen) or value != seen:
-                raise SolInputError(f"input {index}: the model was optimized for {seen!r} here (compiled into the code), "
-                                    f"got {type(value).__name__ if isinstance(value, torch.Tensor) else repr(value)}; "
-                                    "optimize it again for that value")
-        return tuple(kept)
 
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
         fast = self._sol_fast
@@ -219,198 +122,6 @@ class SolModule(torch.nn.Module):
         else:
             object.__setattr__(self, "_sol_fast", fast_call.refresh(self, compiled, inputs, outputs, cast, batch, fast))
         return self._structure(outputs, self._sol_output_spec)
-
-    def _shape_variant(self, inputs: tuple[Any, ...]) -> SolModule | None:
-        """The model optimized for these inputs' structure and shapes (None: the ones it was optimized for)."""
-        key = structured.signature_key(inputs)
-        if key == self._sol_key:
-            return None
-        variants = self._sol_shape_variants
-        variant = variants.get(key)
-        if variant is None:
-            from sol.compiler import optimize
-
-            if len(variants) >= 64:  # a long generation: the oldest lengths are not asked for again
-                variants.pop(next(iter(variants)))
-            variant = variants[key] = optimize(self._sol_model, *inputs, device=getattr(self._sol_compiled, "device", None),
-                                               precision=getattr(self._sol_compiled, "precision", "fp32"))
-            object.__setattr__(variant, "_sol_shape_variants", variants)  # one table for all of them
-        variant.train(self.training)
-        return variant
-
-    # -- native offloading: the framework's own device tensors ----------------------------------------------------
-    def _native_target(self, inputs: Sequence[Any]) -> str | None:
-        """The SOL device (``ve:0``) the inputs live on, when that is a device with its own memory that PyTorch holds
-        tensors on (the VE, CUDA): the model runs there natively. None for the host and transparent paths (and for
-        device types SOL does not run natively, which the usual input checks name)."""
-        first = next((x for x in inputs if isinstance(x, torch.Tensor)), None)
-        if first is None or first.device.type == getattr(self._sol_compiled, "device_type", "cpu"):
-            return None
-        native_types = native.native_device_types()
-        sol_type = native_types.get(first.device.type, first.device.type)
-        target = f"{sol_type}:{first.device.index or 0}"
-        own = getattr(self._sol_compiled, "device", None)
-        if first.device.type in native_types or (own is not None and str(own) == target):
-            return target
-        return None
-
-    def _native_model(self, target: str, inputs: Sequence[Any]) -> Any:
-        """The inference model compiled for ``target`` (compiled on first use; the model itself if it was optimized
-        for that device)."""
-        models = self.__dict__.setdefault("_sol_native", {})
-        model = models.get(target)
-        if model is None:
-            own = getattr(self._sol_compiled, "device", None)
-            if own is not None and str(own) == target:
-                model = self._sol_compiled  # optimized for this device: the same compiled model, called natively
-            else:
-                from sol.compiler import compile_graph
-
-                model = compile_graph(self._sol_compiled.graph, target, passes=False,
-                                      precision=getattr(self._sol_compiled, "precision", "fp32"))
-            if not native.takes_device_tensors(model):
-                device = next(x for x in inputs if isinstance(x, torch.Tensor)).device
-                raise SolInputError(f"input 0 is on {device}, but SOL compiled {target} as a host device; "
-                                    "move the inputs to the CPU")
-            models[target] = model
-        return model
-
-    def _native_inputs(self, inputs: Sequence[Any], specs: Sequence[Any]) -> tuple[torch.device, int, list[Any]]:
-        """(device, batch, contiguous inputs) of a native call: every input on input 0's device, shapes checked."""
-        device = next(x for x in inputs if isinstance(x, torch.Tensor)).device
-        native.check_same_device(inputs, device)
-        batch = self._batch(inputs, specs, device.type)
-        return device, batch, [x if x.is_contiguous() else x.contiguous() for x in inputs]
-
-    def _native_forward(self, model: Any, inputs: Sequence[Any]) -> Any:
-        device, batch, tensors = self._native_inputs(inputs, model.input_specs)
-        slots = self.__dict__.setdefault("_sol_native_slots", {})
-        params = slots.get(id(model))
-        if params is None:
-            params = slots[id(model)] = native.DeviceParams(ParamSlots(self._sol_model, list(model.param_names)))
-        outputs = [torch.empty(tuple(shape), dtype=dtype, device=device)
-                   for shape, (_, dtype, _) in zip(model.output_shapes(batch),
-                                                   self._spec_info(model.output_specs), strict=True)]
-        native.run(model, params, tensors, outputs, batch, device)
-        return self._structure(outputs, self._sol_output_spec)
-
-    def _native_train_forward(self, target: str, inputs: Sequence[Any]) -> Any:
-        """Training (or an eval-mode call that wants gradients) on device tensors: the variant's step compiled for
-        ``target``, run through SolFunction on the tensors where they are; gradients come back as device tensors."""
-        device = next(x for x in inputs if isinstance(x, torch.Tensor)).device
-        variant = self._variant(training=self.training, device=device)
-        live = self._variant_params(variant)
-        wrt_params, wrt_inputs = self._targets(list(variant.graph.params), inputs, live)
-        step = self._compiled_step(variant, wrt_params, wrt_inputs, target)
-        user_specs = step.forward.input_specs[: len(step.forward.input_specs) - int(variant.uses_rng)]
-        device, batch, tensors = self._native_inputs(inputs, user_specs)
-        if variant.uses_rng:  # the dropout key: 16 bytes to the device per forward
-            tensors.append(self._rng_key(device.type, device.index or 0).to(device))
-        params = dict(zip(variant.graph.params, live, strict=True))
-        outputs = SolFunction.apply(step, batch, len(tensors), *tensors, *[params[n] for n in wrt_params])
-        return self._structure(list(outputs), variant.out_spec)
-
-    def _attach_gradients(self, outputs: list[torch.Tensor], inputs: Sequence[Any], batch: int) -> list[torch.Tensor]:
-        """Eval mode with autograd on: outputs stay the inference run's; a backward compiles the eval step lazily."""
-        names, tensors = self._model_params()
-        wrt_params, wrt_inputs = self._targets(names, inputs, tensors)
-        live = dict(zip(names, tensors, strict=True))
-
-        def make_step() -> Step:
-            variant = self._variant(training=False)
-            return self._compiled_step(variant, [n for n in wrt_params if n in variant.graph.params], wrt_inputs)
-
-        tensors = [x if x.is_contiguous() else x.contiguous() for x in inputs]
-        return list(RecomputeFunction.apply(outputs, make_step, batch, len(tensors), *tensors, *[live[n] for n in wrt_params]))
-
-    # -- training ---------------------------------------------------------------
-    def _variant(self, training: bool, device: torch.device | None = None) -> Variant:
-        """The model captured in train or eval mode (once: the graph serves every device). ``device``: where the
-        inputs are; the model's tensors must be there too, or torch.export would fail on the mix."""
-        mode = bool(training)
-        variant = self._sol_variants.get(mode)
-        if variant is None:
-            if self._sol_example is None:
-                raise SolInputError("this SolModule was built without its example inputs, so it cannot compile a "
-                                    "training variant; create it with sol.optimize(model, example_input)")
-            inputs, batch_size = self._sol_example
-            device = device or torch.device("cpu")
-            for name, tensor in (*self._sol_model.named_parameters(), *self._sol_model.named_buffers()):
-                if tensor.device != device:
-                    raise native.parameter_device_error(name, tensor, device)
-            variant = capture_variant(self._sol_model, inputs, batch_size, mode, device)
-            self._sol_variants[mode] = variant
-        return variant
-
-    def _model_params(self) -> tuple[list[str], list[torch.Tensor]]:
-        """Every parameter of the model, by name: what gradients may be asked for.
-
-        Found without walking the module tree on every call: the two walks of an eval-mode call with autograd on
-        cost squeezenet1_1 0.4 ms per call (of 2.2). Found again once any module tensor or submodule was assigned
-        anywhere (params.assignments).
-        """
-        cached = self._sol_all_params
-        if cached is not None and cached[0] == assignments():
-            return cached[1], cached[2].current()
-        names = [name for name, _ in self._sol_model.named_parameters()]
-        slots = ParamSlots(self._sol_model, names)
-        object.__setattr__(self, "_sol_all_params", (assignments(), names, slots))
-        return names, slots.current()
-
-    def _variant_params(self, variant: Variant) -> list[torch.Tensor]:
-        """The model's tensors of ``variant``'s graph parameters, in its order: their slots are resolved once and again
-        only after a module tensor or submodule was assigned anywhere (params.assignments). Resolving them per call
-        (two ParamSlots, a get_submodule walk per parameter) cost resnet18's training step 3.1 ms of Python.
-        live(), not current(): ``model.to(device)`` on the user's own model swaps the tensors in their modules'
-        dicts without a registration hook, and live() reads those dicts at every call."""
-        cached = variant.param_slots
-        if cached is None or cached[0] != assignments():
-            cached = variant.param_slots = (assignments(), ParamSlots(self._sol_model, list(variant.graph.params)))
-        return cached[1].live()
-
-    def _targets(self, params: list[str], inputs: Sequence[Any],
-                 live: list[torch.Tensor] | None = None) -> tuple[list[str], list[int]]:
-        """The parameters (names; ``live``: their tensors, if known) and inputs (indices) that need gradients now."""
-        if not torch.is_grad_enabled():
-            return [], []
-        if live is None:
-            live = ParamSlots(self._sol_model, params).live()
-        wrt_params = [n for n, t in zip(params, live, strict=True) if t.requires_grad and t.dtype in _FLOATS]
-        wrt_inputs = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.requires_grad and x.dtype in _FLOATS]
-        return wrt_params, wrt_inputs
-
-    def _compiled_step(self, variant: Variant, wrt_params: list[str], wrt_inputs: list[int],
-                       native_target: str | None = None) -> Step:
-        """The step for one set of gradient targets (compiled once per set): for host tensors on the device the model
-        was optimized for, or with ``native_target`` (``ve:0``) for tensors on that device."""
-        key = (tuple(wrt_params), tuple(wrt_inputs), native_target)
-        step = variant.steps.get(key)
-        if step is None:
-            device = native_target if native_target is not None else self._sol_device
-            step = Step(variant, self._sol_model, wrt_params, wrt_inputs, device, native=native_target is not None)
-            variant.steps[key] = step
-        return step
-
-    def _rng_key(self, device_type: str = "x86", device_index: int = 0) -> torch.Tensor:
-        state = self._sol_rng
-        if state[0] != generation():  # sol.set_seed restarts the sequence of dropout masks
-            state[0], state[1] = generation(), 0
-        state[1] += 1
-        return rng_key(device_type, state[1], device_index)
-
-    def _train_forward(self, inputs: Sequence[Any]) -> Any:
-        variant = self._variant(training=True)
-        live = self._variant_params(variant)
-        wrt_params, wrt_inputs = self._targets(list(variant.graph.params), inputs, live)
-        step = self._compiled_step(variant, wrt_params, wrt_inputs)
-        user_specs = step.forward.input_specs[: len(step.forward.input_specs) - int(variant.uses_rng)]
-        batch = self._batch(inputs, user_specs)
-        tensors = [x if x.is_contiguous() else x.contiguous() for x in inputs]
-        if variant.uses_rng:
-            tensors.append(self._rng_key())
-        params = dict(zip(variant.graph.params, live, strict=True))
-        outputs = SolFunction.apply(step, batch, len(tensors), *tensors, *[params[n] for n in wrt_params])
-        return self._structure(list(outputs), variant.out_spec)
 
     def transfers(self) -> TransferStats | None:
         """What crossed between host and device in this module's compiled models so far: the inference model, the
