@@ -11,7 +11,7 @@ import sol
 import torch
 from sol.passes import run_inference_passes
 from sol.precision import STRICT, Fp32Math, fp32_math
-from sol_frontend_torch import TorchFrontend, native
+from sol_frontend_torch import TorchFrontend, device_tensors
 from sol_frontend_torch.fp32_math import following_torch, tf32_disabled, torch_fp32_math
 from sol_frontend_torch.params import ParamSlots
 
@@ -92,7 +92,7 @@ class _Recording(FakeCompiled):
         self.seen.append(fp32_math())
         super().run(*args)
 
-    # the native path's calls (native.run), on host memory standing in for a device's
+    # the native path's calls (device_tensors.run), on host memory standing in for a device's
     def prepare_on_device(self, addresses: list[int], queue: Any = None) -> None:
         self.seen.append(fp32_math())
 
@@ -125,13 +125,13 @@ def test_a_module_call_runs_with_the_settings_of_that_call(frontend, torch_setti
 
 def test_a_native_call_runs_with_the_settings_of_that_call(frontend, torch_settings):
     model, compiled = _model_and_compiled(frontend)
-    params = native.DeviceParams(ParamSlots(model, compiled.param_names))
+    params = device_tensors.DeviceParams(ParamSlots(model, compiled.param_names))
     x, y = torch.randn(1, 3, 6, 6), torch.empty(1, 4, 6, 6)
     torch.backends.cudnn.allow_tf32 = False
-    native.run(compiled, params, [x], [y], 1, x.device)
+    device_tensors.run(compiled, params, [x], [y], 1, x.device)
     assert compiled.seen == [STRICT, STRICT], "the parameters' prepare and the forward"
     torch.backends.cudnn.allow_tf32 = True
-    native.run(compiled, params, [x], [y], 1, x.device)
+    device_tensors.run(compiled, params, [x], [y], 1, x.device)
     assert compiled.seen[2:] == [Fp32Math(conv_tf32=True)], "the parameters did not change: the forward only"
     with following_torch():
         assert fp32_math() == Fp32Math(conv_tf32=True)

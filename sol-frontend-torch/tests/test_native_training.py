@@ -1,4 +1,4 @@
-"""The native training path (`sol_frontend_torch.native`, ``Step(native=True)``) on sol.testing's loopback device.
+"""The native training path (`sol_frontend_torch.device_tensors`, ``Step(native=True)``) on sol.testing's loopback device.
 
 The loopback is a device with its own memory whose code runs on the host, so CPU tensors can stand in for a
 framework's device tensors (PyTorch has no tensors of its own for it): the step is driven the way SolModule
@@ -64,7 +64,7 @@ def test_native_devices_and_their_glue_are_what_the_backends_declare() -> None:
     from sol.plugins import registry
     from sol.testing import FakeEntryPoint, isolated_registry
     from sol.testing.plugins import make_module
-    from sol_frontend_torch.native import native_device_types, native_queue
+    from sol_frontend_torch.device_tensors import native_device_types, native_queue
 
     assert native_device_types() == {"cuda": "cuda", "ve": "ve"}
     cuda = registry().backends["cuda"]

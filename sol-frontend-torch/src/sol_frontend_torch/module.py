@@ -13,7 +13,7 @@ training variant (`sol_frontend_torch.training`) compiled lazily on first
 use and cached per mode and per set of tensors that require grad.
 
 Tensors on a device with its own memory that PyTorch holds (the VE, CUDA)
-run natively (`sol_frontend_torch.native`): the model, or its training
+run natively (`sol_frontend_torch.device_tensors`): the model, or its training
 step, is compiled for that device on first use and called with the
 tensors' own addresses; parameters must be on the same device
 (``sol_model.to('ve')``), anything else is a SOL error naming the tensor
@@ -29,9 +29,9 @@ from sol.runtime.offload import TransferStats
 from sol.seeds import generation
 
 from . import autocast, fast_call, native_reader, structured
+from .device_runs import NativeRuns
 from .fp32_math import following_torch
 from .input_binding import InputBinding
-from .native_runs import NativeRuns
 from .params import ParamSlots
 from .params import _count_assignment as count_assignment
 from .training_calls import TrainingCalls
@@ -40,7 +40,7 @@ from .variants import Variants
 
 class SolModule(InputBinding, Variants, NativeRuns, TrainingCalls, torch.nn.Module):
     """The user's model, optimized (see the module docstring); each concern of a call is a mixin of its own module:
-    `input_binding`, `variants`, `native_runs`, `training_calls`, and `autocast` for torch.autocast."""
+    `input_binding`, `variants`, `device_runs`, `training_calls`, and `autocast` for torch.autocast."""
 
     def __init__(self, model: torch.nn.Module, compiled: Any, output_spec: Any = None,
                  example: tuple[tuple[Any, ...], int | None] | None = None, device: Any = None) -> None:

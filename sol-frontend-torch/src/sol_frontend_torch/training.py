@@ -12,7 +12,7 @@ runs them, so ``loss.backward()`` and torch.optim work unchanged.
 A step compiled for a device with its own memory runs either on host
 tensors (transparent offloading: inputs, outputs and gradients copied per
 call) or, when it is ``native``, on the framework's tensors on that device
-(`sol_frontend_torch.native`): parameters, saved activations, gradients and
+(`sol_frontend_torch.device_tensors`): parameters, saved activations, gradients and
 buffer updates then stay device tensors, and torch.optim steps them there.
 """
 
@@ -32,9 +32,9 @@ from sol.ir import Graph
 from .aten.nn import CUMULATIVE_MOMENTUM
 from .capture import capture, torch_dtype
 from .convert import RNG_INPUT, convert_training
+from .device_tensors import DeviceParams, takes_device_tensors
+from .device_tensors import run as run_native
 from .fp32_math import following_torch
-from .native import DeviceParams, takes_device_tensors
-from .native import run as run_native
 from .params import ParamSlots
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from sol.errors import SolInputError
 
-from . import native, structured
+from . import device_tensors, structured
 from .params import ParamSlots, assignments
 from .training import Step, Variant, capture_variant
 
@@ -54,7 +54,7 @@ class Variants:
             device = device or torch.device("cpu")
             for name, tensor in (*self._sol_model.named_parameters(), *self._sol_model.named_buffers()):
                 if tensor.device != device:
-                    raise native.parameter_device_error(name, tensor, device)
+                    raise device_tensors.parameter_device_error(name, tensor, device)
             variant = capture_variant(self._sol_model, inputs, batch_size, mode, device)
             self._sol_variants[mode] = variant
         return variant

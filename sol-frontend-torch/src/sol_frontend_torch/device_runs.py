@@ -2,7 +2,7 @@
 installed backends declare in ``Backend.framework_devices``) run where they lie.
 
 The model, or its training step, is compiled for that device on first use and called with the tensors' own
-addresses (`sol_frontend_torch.native`); parameters must be on the same device, anything else is a SOL error
+addresses (`sol_frontend_torch.device_tensors`); parameters must be on the same device, anything else is a SOL error
 naming the tensor and both devices.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from sol.errors import SolInputError
 
-from . import native
+from . import device_tensors
 from .params import ParamSlots
 from .training import SolFunction
 
@@ -29,7 +29,7 @@ class NativeRuns:
         first = next((x for x in inputs if isinstance(x, torch.Tensor)), None)
         if first is None or first.device.type == getattr(self._sol_compiled, "device_type", "cpu"):
             return None
-        native_types = native.native_device_types()
+        native_types = device_tensors.native_device_types()
         sol_type = native_types.get(first.device.type, first.device.type)
         target = f"{sol_type}:{first.device.index or 0}"
         own = getattr(self._sol_compiled, "device", None)
@@ -51,7 +51,7 @@ class NativeRuns:
 
                 model = compile_graph(self._sol_compiled.graph, target, passes=False,
                                       precision=getattr(self._sol_compiled, "precision", "fp32"))
-            if not native.takes_device_tensors(model):
+            if not device_tensors.takes_device_tensors(model):
                 device = next(x for x in inputs if isinstance(x, torch.Tensor)).device
                 raise SolInputError(f"input 0 is on {device}, but SOL compiled {target} as a host device; "
                                     "move the inputs to the CPU")
@@ -61,7 +61,7 @@ class NativeRuns:
     def _native_inputs(self, inputs: Sequence[Any], specs: Sequence[Any]) -> tuple[torch.device, int, list[Any]]:
         """(device, batch, contiguous inputs) of a native call: every input on input 0's device, shapes checked."""
         device = next(x for x in inputs if isinstance(x, torch.Tensor)).device
-        native.check_same_device(inputs, device)
+        device_tensors.check_same_device(inputs, device)
         batch = self._batch(inputs, specs, device.type)
         return device, batch, [x if x.is_contiguous() else x.contiguous() for x in inputs]
 
@@ -70,11 +70,11 @@ class NativeRuns:
         slots = self.__dict__.setdefault("_sol_native_slots", {})
         params = slots.get(id(model))
         if params is None:
-            params = slots[id(model)] = native.DeviceParams(ParamSlots(self._sol_model, list(model.param_names)))
+            params = slots[id(model)] = device_tensors.DeviceParams(ParamSlots(self._sol_model, list(model.param_names)))
         outputs = [torch.empty(tuple(shape), dtype=dtype, device=device)
                    for shape, (_, dtype, _) in zip(model.output_shapes(batch),
                                                    self._spec_info(model.output_specs), strict=True)]
-        native.run(model, params, tensors, outputs, batch, device)
+        device_tensors.run(model, params, tensors, outputs, batch, device)
         return self._structure(outputs, self._sol_output_spec)
 
     def _native_train_forward(self, target: str, inputs: Sequence[Any]) -> Any:
