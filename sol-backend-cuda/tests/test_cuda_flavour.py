@@ -18,7 +18,7 @@ import sol
 from sol.codegen.nest import Loop, Stmt, nest
 from sol.errors import SolBuildError, SolConfigError
 from sol.ir import BATCH, Dim, Graph, Purpose
-from sol_backend_cuda import kernels as kmap
+from sol_backend_cuda import launch_plan as kmap
 from sol_backend_cuda.backend import CudaBackend
 from sol_backend_cuda.flavour import CudaFlavour, gencode_flags, parse_cc
 from sol_backend_cuda.toolkit import find_nvcc

@@ -1,7 +1,7 @@
 """The CUDA flavour's generated code on the host: every lane of a warp a fiber, for tests without a GPU.
 
 GPU time is scarce (a lent machine, minutes per task), and a mapping bug of
-`sol_backend_cuda.kernels` (which lane takes which iteration, where a warp
+`sol_backend_cuda.launch_plan` (which lane takes which iteration, where a warp
 combines its partial sums) compiles fine and only shows as wrong numbers on a
 GPU. This module builds a model's CUDA source with the host compiler against a
 stand-in ``cuda_runtime.h`` that runs kernels the way a GPU does in the points

@@ -1,6 +1,6 @@
 """The CUDA flavour of generated code: one ``__global__`` kernel per Cluster, launched by host code.
 
-Kernels: `sol_backend_cuda.kernels` maps each Cluster's loop nest onto the
+Kernels: `sol_backend_cuda.launch_plan` maps each Cluster's loop nest onto the
 GPU (grid-stride loops of thread blocks over the outer parallel dims, threads
 over the innermost vector loop, or one warp per item with the vector loops over
 its lanes and reductions by warp shuffles). Math: ``sol_cuda_*`` macros over
@@ -52,7 +52,7 @@ from sol.ir import Layer, is_static
 from sol.precision import STRICT, Fp32Math
 
 from . import artifacts, libraries
-from . import kernels as kmap
+from . import launch_plan as kmap
 from .dnn_module import CudaDnnModule
 from .glue import glue
 from .toolkit import CC_KEY, DNN_KEY, MISSING, configured_cc, configured_nvcc, find_nvcc, library_dirs, nvcc_version

@@ -2,7 +2,7 @@
 
 `sol.codegen.source.generate` hands over the rendered programs (the variables
 of sol-core's ``module.j2``); this module turns every generated Cluster into
-kernels (`sol_backend_cuda.kernels`) and every program into a host function
+kernels (`sol_backend_cuda.launch_plan`) and every program into a host function
 taking a stream (ABI in `sol_backend_cuda.flavour`). Library calls (a DNN
 module's lines) stay host code at their place in the schedule.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 from sol.codegen.nest import Block, Loop, Node, Stmt
 
-from . import kernels as kmap
+from . import launch_plan as kmap
 
 #: the module's Jinja template (package data); rendered in sol-core's environment, for nest.j2's render macro
 TEMPLATE = Path(__file__).with_name("native") / "module.cu.j2"
