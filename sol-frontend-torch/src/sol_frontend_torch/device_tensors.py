@@ -20,27 +20,36 @@ from .fp32_math import following_torch
 from .params import ParamSlots
 from .settings import FRONTEND_NAME
 
+#: (registry, {PyTorch device type: (SOL device type, the backend's glue or None)}): read once per plugin registry,
+#: since every call on device tensors asks
+_DECLARED: list[Any] = [None, {}]
+
+
+def _declared() -> dict[str, tuple[str, Any]]:
+    """What the installed backends declare for PyTorch: ``Backend.framework_devices`` and ``framework_glue``."""
+    from sol.plugins import registry
+
+    current = registry()
+    if _DECLARED[0] is not current:
+        found = {}
+        for name, backend in current.backends.items():
+            torch_type = backend.framework_devices.get(FRONTEND_NAME)
+            if torch_type:
+                found[torch_type] = (name, backend.framework_glue(FRONTEND_NAME))
+        _DECLARED[:] = [current, found]
+    return _DECLARED[1]
+
 
 def native_device_types() -> dict[str, str]:
     """PyTorch device type -> the SOL device type whose compiled models take its tensors as they are (native
     offloading): what the installed backends declare in ``Backend.framework_devices["pytorch"]``."""
-    from sol.plugins import registry
-
-    found = {}
-    for name, backend in registry().backends.items():
-        torch_type = backend.framework_devices.get(FRONTEND_NAME)
-        if torch_type:
-            found[torch_type] = name
-    return found
+    return {torch_type: name for torch_type, (name, _) in _declared().items()}
 
 
 def native_queue(compiled: Any, device: torch.device) -> Any:
     """The queue a native call on ``device`` runs on, from the glue of the device's backend
     (`sol.records.Backend.framework_glue`); None where the backend has none (it queues work itself)."""
-    from sol.plugins import registry
-
-    backend = registry().backends.get(native_device_types().get(device.type, ""))
-    glue = backend.framework_glue(FRONTEND_NAME) if backend is not None else None
+    glue = _declared().get(device.type, (None, None))[1]
     return glue.native_queue(compiled, device) if glue is not None else None
 
 
