@@ -254,12 +254,11 @@ def _device_type(device: Any, argument: str) -> str:
 def _host_type() -> str:
     """This machine's CPU type: the first host backend (`Backend.host`) that sees a device."""
     from .compiler import host_types
-    from .devices import probe
-    from .plugins import registry
+    from .devices import host_device
 
-    for name in host_types():
-        if probe(registry().backends[name]).devices:
-            return name
+    host = host_device()
+    if host is not None:
+        return host.type
     raise SolDeviceError(f"sol.deploy: no host CPU backend sees this machine's CPU (installed host backends: "
                          f"{', '.join(host_types()) or 'none'}); install the one for this CPU (sol-backend-x86, "
                          "sol-backend-arm64) or name the target with device=")

@@ -119,14 +119,23 @@ def default_device() -> Device | None:
     """The device models run on: the selected one, else the first host CPU device (`Backend.host`), else any."""
     if _CURRENT is not None:
         return get_device(*_CURRENT)
-    # The host CPU first, probed alone: probing every backend would start the
-    # out-of-process probes of CUDA/VE on every sol.optimize.
+    host = host_device()
+    if host is not None:
+        return host
+    devices = all_devices()
+    return devices[0] if devices else None
+
+
+def host_device() -> Device | None:
+    """This machine's CPU: the first device of the host backends (`Backend.host`), by name; None if none sees it.
+
+    Only host backends are probed: probing every backend would start the out-of-process probes of CUDA/VE on every
+    sol.optimize."""
     backends = _registry().backends
     for name in sorted(backends):
         if backends[name].host and probe(backends[name]).devices:
             return probe(backends[name]).devices[0]
-    devices = all_devices()
-    return devices[0] if devices else None
+    return None
 
 
 def get_device(type_name: str | DeviceType, index: int = 0) -> Device:

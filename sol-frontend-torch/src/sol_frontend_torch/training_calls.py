@@ -14,9 +14,7 @@ import torch
 from sol.seeds import generation
 
 from .params import ParamSlots, assignments
-from .training import RecomputeFunction, SolFunction, Step, rng_key
-
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+from .training import _FLOATS, RecomputeFunction, SolFunction, Step, rng_key
 
 
 class TrainingCalls:
